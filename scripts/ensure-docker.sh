@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Make sure a docker engine answers on this machine (installs Debian's docker.io and starts dockerd if needed)
+# and that debootstrap is there to build the mock node image. Idempotent.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "ensure-docker: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if docker info >/dev/null 2>&1; then
+  exit 0
+fi
+log=/var/log/kvpool-dockerd.log
+echo "ensure-docker: starting dockerd (log: $log)"
+nohup dockerd >"$log" 2>&1 &
+for _ in $(seq 1 600); do
+  docker info >/dev/null 2>&1 && { echo "ensure-docker: engine up"; exit 0; }
+  sleep 0.1
+done
+echo "ensure-docker: dockerd did not answer within 60 s; last lines of $log:" >&2
+tail -n 30 "$log" >&2
+exit 1

@@ -1,0 +1,493 @@
+"""Tests of the mock Atlas test equipment itself: the SIMULATED hccn_tool / npu-smi stubs and mockctl.
+
+Most tests run the stub scripts directly on this machine against fabric files in a temp dir (no docker):
+MOCK_ATLAS_FABRIC points them at the files, MOCK_ATLAS_NODE says which node they are on. One test, marked
+`docker`, brings a 2-node mock cluster up, pings across it over ssh before and after a fault, and removes it.
+"""
+
+import concurrent.futures
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+MOCKCTL = HERE / "mockctl"
+HCCN_TOOL = HERE / "node" / "hccn_tool"
+NPU_SMI = HERE / "node" / "npu-smi"
+
+
+def _load_mockctl():
+    loader = importlib.machinery.SourceFileLoader("mockctl", str(MOCKCTL))
+    spec = importlib.util.spec_from_loader("mockctl", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+mockctl = _load_mockctl()
+
+
+def _interpreter():
+    # the stubs' shebang is `/usr/bin/python3 -S`; use it when present, as on the mock nodes
+    return ["/usr/bin/python3", "-S"] if os.path.exists("/usr/bin/python3") else [sys.executable, "-S"]
+
+
+class Sim:
+    """Fabric files for N simulated nodes in a temp state dir, and helpers to drive stubs and mockctl on them."""
+
+    def __init__(self, state_dir: Path, nodes: int = 2):
+        self.state_dir = state_dir
+        self.fabric = state_dir / "fabric"
+        self.mockctl("fabric-init", "--nodes", str(nodes))
+        self.mockctl("latency", "--node", "all", "--ms", "0")  # speed; latency itself has its own test
+
+    def mockctl(self, *args, check=True):
+        proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(self.state_dir), *args],
+                              capture_output=True, text=True, env=dict(os.environ, PATH="/nonexistent-docker-free"))
+        if check:
+            assert proc.returncode == 0, proc.stderr
+        return proc
+
+    def fault(self, node, npu, check, value):
+        self.mockctl("fault", "set", "--node", node, "--npu", str(npu), "--check", check, "--value", str(value))
+
+    def env(self, node):
+        return dict(os.environ, MOCK_ATLAS_FABRIC=str(self.fabric), MOCK_ATLAS_NODE=node)
+
+    def hccn(self, *args, node="node1"):
+        return subprocess.run([*_interpreter(), str(HCCN_TOOL), *args], capture_output=True, text=True,
+                              env=self.env(node))
+
+    def npu_smi(self, *args, node="node1"):
+        return subprocess.run([*_interpreter(), str(NPU_SMI), *args], capture_output=True, text=True,
+                              env=self.env(node))
+
+    def state(self, node):
+        return json.loads((self.fabric / f"{node}.json").read_text())
+
+
+@pytest.fixture
+def sim(tmp_path):
+    return Sim(tmp_path / "state")
+
+
+# --- fabric and addressing --------------------------------------------------------------------------------------
+def test_fabric_addressing_follows_developing_md(sim):
+    st = sim.state("node2")
+    assert st["simulated"] is True and st["npu_count"] == 8
+    assert [n["ip"] for n in st["npus"]] == [f"29.1.2.{80 + i}" for i in range(8)]
+    assert {n["gateway"] for n in st["npus"]} == {"29.1.2.1"} == {n["netdetect"] for n in st["npus"]}
+    assert mockctl.node_ip(2) == "172.31.250.12"
+
+
+def test_inventory_yaml(sim):
+    out = sim.mockctl("inventory", "--nodes", "3").stdout
+    assert "npu_nodes:" in out
+    for k in (1, 2, 3):
+        assert f"node{k}:\n          ansible_host: 172.31.250.{10 + k}\n          ansible_user: root" in out
+    assert "node4" not in out
+    assert "    mooncake_master:" in out
+
+
+# --- hccn_tool: answers -----------------------------------------------------------------------------------------
+def test_link_up_and_down(sim):
+    ok = sim.hccn("-i", "3", "-link", "-g")
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "link status: UP\n", "")
+    sim.fault("node1", 3, "link", "DOWN")
+    down = sim.hccn("-i", "3", "-link", "-g")
+    assert (down.returncode, down.stdout) == (0, "link status: DOWN\n")  # bad state, still rc 0
+    assert sim.hccn("-i", "2", "-link", "-g").stdout == "link status: UP\n"
+
+
+@pytest.mark.parametrize("value", ["Success", *mockctl.NET_HEALTH_VALUES])
+def test_net_health(sim, value):
+    if value != "Success":
+        sim.fault("node1", 0, "net_health", value)
+    res = sim.hccn("-i", "0", "-net_health", "-g")
+    assert (res.returncode, res.stdout) == (0, f"net health status: {value}\n")
+
+
+def test_ip_and_no_ip(sim):
+    res = sim.hccn("-i", "5", "-ip", "-g", node="node2")
+    assert (res.returncode, res.stdout) == (0, "ipaddr:29.1.2.85\nnetmask:255.255.255.0\n")
+    sim.fault("node2", 5, "ip", "none")
+    res = sim.hccn("-i", "5", "-ip", "-g", node="node2")
+    assert (res.returncode, res.stdout, res.stderr) == (
+        13, "", "Get ipconf failed, because no ip was preset there!\n")
+
+
+def test_gateway_and_no_gateway(sim):
+    res = sim.hccn("-i", "1", "-gateway", "-g")
+    assert (res.returncode, res.stdout) == (0, "default gateway:29.1.1.1, Iface:eth1\n")
+    sim.fault("node1", 1, "gateway", "none")
+    res = sim.hccn("-i", "1", "-gateway", "-g")
+    assert (res.returncode, res.stdout, res.stderr) == (
+        2, "", "Get gateway failed, because no gateway was preset there!\n")
+
+
+def test_netdetect_and_none(sim):
+    assert sim.hccn("-i", "0", "-netdetect", "-g").stdout == "netdetect addr: 29.1.1.1\n"
+    sim.fault("node1", "all", "netdetect", "none")
+    res = sim.hccn("-i", "0", "-netdetect", "-g")
+    assert (res.returncode, res.stdout) == (0, "netdetect addr: 0.0.0.0\n")
+
+
+def test_tls_default_fault_and_legacy_format(sim):
+    res = sim.hccn("-i", "2", "-tls", "-g")
+    first = res.stdout.splitlines()[0]
+    assert res.returncode == 0
+    assert first == ("dev_id:2, tls switch[0](0:disable, 1:enable), tls preconfigured[1](0:non-preset, 1:preset),"
+                     " tls alarm time threshold[60]days")
+    assert "dev_id:2, [pub cert] info:" in res.stdout and "\t issuer[" in res.stdout
+    assert "\t tls expiration status[0](0:normal, 1:near expiration, 2:has expired)" in res.stdout
+    sim.fault("node1", 2, "tls", "1")
+    assert "tls switch[1](0:disable, 1:enable)" in sim.hccn("-i", "2", "-tls", "-g").stdout
+    sim.mockctl("setting", "--node", "node1", "--name", "tls_format", "--value", "legacy")
+    legacy = sim.hccn("-i", "2", "-tls", "-g").stdout.splitlines()[0]
+    assert legacy == "dev_id:2, tls switch[1](0:disable, 1:enable), tls alarm time threshold[60]days"
+
+
+def test_lldp_ifname_per_node_and_npu(sim):
+    seen = set()
+    for node in ("node1", "node2"):
+        for npu in range(8):
+            res = sim.hccn("-i", str(npu), "-lldp", "-g", node=node)
+            assert res.returncode == 0
+            assert res.stdout.startswith("Chassis ID TLV\n") and res.stdout.endswith("End of LLDPDU TLV\n")
+            ifnames = [line for line in res.stdout.splitlines() if "Ifname" in line]
+            assert len(ifnames) == 1 and re.fullmatch(r"\tIfname: 400GE1/1/\d+:[12]", ifnames[0])
+            seen.add(ifnames[0])
+    assert len(seen) == 16
+
+
+# --- hccn_tool: ping across fabric files --------------------------------------------------------------------------
+PING_OK = re.compile(r"device 3 PING 29\.1\.2\.83\n(recv seq=\d,time=\d+\.\d{6}ms\n){3}"
+                     r"3 packets transmitted, 3 received, 0\.00% packet loss\n")
+TIMEOUTS = ("recv time out seq=0\nrecv time out seq=1\nrecv time out seq=2\n"
+            "3 packets transmitted, 0 received, 100.00% packet loss\n")
+
+
+def ping(sim, target="29.1.2.83", npu="3", node="node1", *extra):
+    return sim.hccn("-i", npu, "-ping", "-g", "address", target, *extra, node=node)
+
+
+def test_ping_success_across_nodes(sim):
+    res = ping(sim)
+    assert res.returncode == 0 and res.stderr == ""
+    assert PING_OK.fullmatch(res.stdout), res.stdout
+    assert ping(sim, "29.1.1.84", "0", "node2").returncode == 0  # and back
+    assert ping(sim, "29.1.2.83", "3", "node1", "pkt", "1024").returncode == 0
+
+
+def test_ping_target_link_down_times_out(sim):
+    sim.fault("node2", 3, "link", "DOWN")
+    res = ping(sim)
+    assert res.returncode == 1
+    assert res.stdout == "device 3 PING 29.1.2.83\n" + TIMEOUTS
+    assert res.stderr == "Command execute failed!\n"
+    assert ping(sim, "29.1.2.84").returncode == 0  # other NPUs of node2 still answer
+
+
+@pytest.mark.parametrize("check,value", [("ip", "none"), ("ping", "fail"), ("device", "invalid")])
+def test_ping_target_faults_time_out(sim, check, value):
+    sim.fault("node2", 3, check, value)
+    res = ping(sim)
+    assert (res.returncode, res.stderr) == (1, "Command execute failed!\n")
+    assert res.stdout.endswith(TIMEOUTS)
+
+
+def test_ping_target_driver_unloaded(sim):
+    sim.fault("node2", "all", "driver", "unloaded")
+    assert ping(sim).stdout.endswith(TIMEOUTS)
+
+
+def test_ping_unknown_address(sim):
+    res = ping(sim, "29.1.9.9")
+    assert (res.returncode, res.stdout, res.stderr) == (
+        1, "device 3 PING 29.1.9.9\n" + TIMEOUTS, "Command execute failed!\n")
+
+
+@pytest.mark.parametrize("node", ["node1", "node2"])
+def test_ping_partial_loss_from_either_side(sim, node):
+    sim.fault(node, 3, "ping", "loss")
+    res = ping(sim)
+    lines = res.stdout.splitlines()
+    assert lines[0] == "device 3 PING 29.1.2.83"
+    assert lines[1] == "recv time out seq=0"
+    assert re.fullmatch(r"recv seq=1,time=\d+\.\d{6}ms", lines[2])
+    assert lines[4] == "3 packets transmitted, 2 received, 33.33% packet loss"
+    assert (res.returncode, res.stderr) == (1, "Command execute failed!\n")  # real tool: PING_INNER_ERROR
+
+
+@pytest.mark.parametrize("check,value", [("link", "DOWN"), ("ping", "fail"), ("ip", "none"),
+                                         ("net_health", "Fault")])
+def test_ping_source_faults_fail_outright(sim, check, value):
+    sim.fault("node1", 3, check, value)
+    res = ping(sim)
+    assert (res.returncode, res.stdout, res.stderr) == (1, "", "Command execute failed!\n")
+
+
+def test_ping_off_subnet_needs_gateway(sim):
+    sim.fault("node1", 3, "gateway", "none")
+    assert ping(sim).stdout.endswith(TIMEOUTS)  # node2's /24 needs the gateway
+    assert ping(sim, "29.1.1.84").returncode == 0  # same /24 still works
+
+
+# --- hccn_tool: busy, device, driver, usage errors ----------------------------------------------------------------
+BUSY = "hccn_tool is busy, please try again.\n"
+
+
+def test_busy_counts_down(sim):
+    sim.fault("node1", 4, "busy", 2)
+    results = [sim.hccn("-i", "4", "-link", "-g") for _ in range(3)]
+    assert [(r.returncode, r.stdout) for r in results] == [(11, BUSY), (11, BUSY), (0, "link status: UP\n")]
+    assert sim.hccn("-i", "5", "-link", "-g").returncode == 0  # other NPUs not affected
+    listing = sim.mockctl("fault", "list").stdout
+    assert re.search(r"node1\s+4\s+busy\s+2 \(remaining 0\)", listing), listing
+
+
+def test_busy_always_and_node_wide(sim):
+    sim.fault("node2", "all", "busy", "always")
+    for npu in ("0", "7"):
+        assert (sim.hccn("-i", npu, "-net_health", "-g", node="node2").stdout) == BUSY
+    assert ping(sim, "29.1.1.84", "0", "node2").returncode == 11
+
+
+def test_busy_counter_parallel_calls(sim):
+    sim.fault("node1", "all", "busy", 5)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        rcs = list(pool.map(lambda i: sim.hccn("-i", str(i % 8), "-link", "-g").returncode, range(16)))
+    assert sorted(rcs) == [0] * 11 + [11] * 5
+
+
+def test_device_invalid_fault(sim):
+    sim.fault("node1", 6, "device", "invalid")
+    for args in (["-link", "-g"], ["-ip", "-g"], ["-ping", "-g", "address", "29.1.2.83"]):
+        res = sim.hccn("-i", "6", *args)
+        assert (res.returncode, res.stdout, res.stderr) == (4, "", "Get invalid device id.\n")
+    assert sim.hccn("-i", "5", "-link", "-g").returncode == 0
+
+
+@pytest.mark.parametrize("dev", ["8", "99", "123", "x", "-1"])
+def test_invalid_device_id(sim, dev):
+    res = sim.hccn("-i", dev, "-link", "-g")
+    assert (res.returncode, res.stderr) == (4, "Get invalid device id.\n")
+
+
+def test_driver_unloaded(sim):
+    sim.fault("node1", "all", "driver", "unloaded")
+    res = sim.hccn("-i", "0", "-net_health", "-g")
+    assert (res.returncode, res.stderr) == (4, "Get invalid device id.\n")
+    smi = sim.npu_smi("info")
+    assert smi.returncode != 0 and smi.stdout == "dcmi module initialize failed. ret is -8005\n"
+    assert sim.npu_smi("info", "-l").stdout == "dcmi module initialize failed. ret is -8005\n"
+    assert sim.npu_smi("info", node="node2").returncode == 0
+    assert sim.mockctl("fault", "set", "--node", "node1", "--npu", "3", "--check", "driver", "--value",
+                       "unloaded", check=False).returncode == 1  # node-wide only
+
+
+@pytest.mark.parametrize("args,rc,stderr", [
+    ([], 2, "Get invalid major cmd number. Please check your input.\nEnter [ hccn_tool -h ] for more details.\n"),
+    (["-x", "0", "-link", "-g"], 1,
+     'Get invalid major cmd type. The valid major cmd type should be "-a" or "-i".\n'
+     "Enter [ hccn_tool -h ] for more details.\n"),
+    (["-i", "0", "-bogus", "-g"], 3, "Get invalid major cmd.\nEnter [ hccn_tool -h ] for more details.\n"),
+    (["-i", "0"], 3, "Get invalid major cmd.\nEnter [ hccn_tool -h ] for more details.\n"),
+    (["-i", "0", "-link", "-x"], 3, "Get unknown option!\n"),
+    (["-i", "0", "-link"], 4, "The total count of input parameters is wrong!\n"),
+    (["-i", "0", "-net_health", "-g", "extra"], 4, "The total count of input parameters is wrong!\n"),
+    (["-i", "0", "-ping", "-g", "address", "300.1.1.1"], 6, "The ip address you configured is invalid!\n"),
+    (["-i", "0", "-ping", "-g", "address", "29.1.2.83", "pkt", "x"], 1, "Get invalid parameters!\n"),
+    (["-i", "0", "-ping", "-g", "adress", "29.1.2.83"], 3, "Get unknown option!\n"),
+    (["-i", "0", "-ping", "-g"], 4, "The total count of input parameters is wrong!\n"),
+])
+def test_usage_errors(sim, args, rc, stderr):
+    res = sim.hccn(*args)
+    assert (res.returncode, res.stderr) == (rc, stderr)
+    if "option" in stderr or "count" in stderr or "parameters!" in stderr:
+        assert res.stdout.startswith(f"[ hccn_tool -i devid {args[2]} ] needs the following parameters:\n")
+
+
+def test_real_but_unsimulated_commands_say_so(sim):
+    for args in (["-i", "0", "-mtu", "-g"], ["-i", "0", "-link", "-s", "up"], ["-i", "0", "-tls", "-s", "enable", "0"]):
+        res = sim.hccn(*args)
+        assert res.returncode == 1 and "SIMULATED hccn_tool" in res.stderr and "not simulated" in res.stderr
+
+
+def test_no_fabric_state_is_reported(tmp_path):
+    res = subprocess.run([*_interpreter(), str(HCCN_TOOL), "-i", "0", "-link", "-g"], capture_output=True,
+                         text=True, env=dict(os.environ, MOCK_ATLAS_FABRIC=str(tmp_path), MOCK_ATLAS_NODE="node1"))
+    assert res.returncode == 1 and "SIMULATED hccn_tool: no usable fabric state" in res.stderr
+
+
+# --- npu-smi ------------------------------------------------------------------------------------------------------
+def test_npu_smi_info_table(sim):
+    sim.fault("node1", 5, "npu_health", "Critical")
+    res = sim.npu_smi("info")
+    assert res.returncode == 0
+    lines = res.stdout.splitlines()
+    assert all(len(line) == 98 for line in lines), [line for line in lines if len(line) != 98]
+    assert lines[1] == ("| npu-smi 24.1.0.3                 Version: 24.1.0.3"
+                        "                                             |")
+    assert lines[3] == ("| NPU   Name                | Health        | Power(W)    Temp(C)           "
+                        "Hugepages-Usage(page)|")
+    rows = [line for line in lines if re.match(r"\| \d+\s+910B3 ", line)]
+    assert len(rows) == 8
+    assert re.match(r"\| 5     910B3               \| Critical      \| ", rows[5])
+    assert re.match(r"\| 0     910B3               \| OK            \| \d+\.\d\s+\d+\s+0    / 0\s+\|$", rows[0])
+    assert re.search(r"\| 0                         \| 0000:C1:00\.0  \| 0           0    / 0          "
+                     r"\d{4} / 65536         \|", res.stdout)
+    for i in range(8):
+        assert f"| No running processes found in NPU {i}" in res.stdout
+    assert "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |" \
+        in lines
+
+
+def test_npu_smi_info_list(sim):
+    res = sim.npu_smi("info", "-l")
+    assert res.returncode == 0
+    assert res.stdout.startswith("\tTotal Count                    : 8\n\n\tNPU ID                         : 0\n"
+                                 "\tChip Count                     : 1\n")
+    assert res.stdout.count("NPU ID") == 8
+
+
+def test_npu_smi_unsimulated(sim):
+    res = sim.npu_smi("info", "-t", "board", "-i", "0")
+    assert res.returncode == 1 and "SIMULATED npu-smi" in res.stderr
+
+
+# --- /etc/hccn.conf rendering -------------------------------------------------------------------------------------
+def test_hccn_conf_default_mismatch_missing(sim):
+    conf = sim.mockctl("hccn-conf", "--node", "node2").stdout
+    assert conf.splitlines()[:5] == ["address_0=29.1.2.80", "netmask_0=255.255.255.0", "netdetect_0=29.1.2.1",
+                                     "gateway_0=29.1.2.1", "send_arp_status_0=1"]
+    assert conf.count("address_") == 8
+    sim.fault("node2", 3, "hccn_conf", "mismatch")
+    conf = sim.mockctl("hccn-conf", "--node", "node2").stdout
+    address3 = [line for line in conf.splitlines() if line.startswith("address_3=")][0]
+    assert address3 != "address_3=29.1.2.83" and re.fullmatch(r"address_3=29\.1\.2\.\d+", address3)
+    assert "address_4=29.1.2.84" in conf
+    assert sim.hccn("-i", "3", "-ip", "-g", node="node2").stdout.startswith("ipaddr:29.1.2.83\n")  # live IP kept
+    sim.fault("node2", 5, "hccn_conf", "missing")
+    assert "address_5=" not in sim.mockctl("hccn-conf", "--node", "node2").stdout
+    sim.fault("node2", "all", "hccn_conf", "missing")
+    assert "absent" in sim.mockctl("hccn-conf", "--node", "node2").stdout
+    sim.mockctl("fault", "clear", "--node", "node2")
+    assert sim.mockctl("hccn-conf", "--node", "node2").stdout.count("address_") == 8
+
+
+# --- mockctl fault bookkeeping, latency, startup cost -------------------------------------------------------------
+def test_fault_validation_and_clear(sim):
+    bad = [("link", "SIDEWAYS"), ("bogus", "1"), ("busy", "0"), ("tls", "2")]
+    for check, value in bad:
+        proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(sim.state_dir), "fault", "set",
+                               "--node", "node1", "--npu", "0", "--check", check, "--value", value],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0
+    assert sim.mockctl("fault", "set", "--node", "node1", "--npu", "8", "--check", "link", "--value", "DOWN",
+                       check=False).returncode == 1
+    assert sim.mockctl("fault", "set", "--node", "node9", "--npu", "0", "--check", "link", "--value", "DOWN",
+                       check=False).returncode == 1
+    sim.fault("node1", 0, "link", "down")  # value case is normalised
+    assert sim.state("node1")["faults"] == {"0": {"link": "DOWN"}}
+    assert re.search(r"node1\s+0\s+link\s+DOWN", sim.mockctl("fault", "list").stdout)
+    sim.mockctl("fault", "clear")
+    assert sim.state("node1")["faults"] == {} and sim.state("node1")["latency_ms"] == 50
+    assert "no faults set" in sim.mockctl("fault", "list").stdout
+
+
+def test_latency_is_slept_first(sim):
+    sim.mockctl("latency", "--node", "node1", "--ms", "300")
+    t0 = time.monotonic()
+    res = sim.hccn("-i", "0", "-link", "-g")
+    assert res.returncode == 0 and time.monotonic() - t0 >= 0.3
+    sim.fault("node2", "all", "latency_ms", 250)
+    t0 = time.monotonic()
+    assert sim.npu_smi("info", node="node2").returncode == 0 and time.monotonic() - t0 >= 0.25
+
+
+def test_fabric_rewrites_are_atomic_for_concurrent_readers(sim):
+    stop = time.monotonic() + 2.0
+
+    def writer():
+        n = 0
+        while time.monotonic() < stop:
+            sim.fault("node2", n % 8, "net_health", "Init")
+            sim.mockctl("fault", "clear", "--node", "node2")
+            n += 1
+        return n
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        w = pool.submit(writer)
+        results = []
+        while time.monotonic() < stop:
+            results += list(pool.map(lambda _: ping(sim).returncode, range(3)))
+        assert w.result() > 0
+    assert results and set(results) == {0}
+
+
+def test_stub_startup_cpu_time(sim):
+    runs = 20
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(runs):
+        assert sim.hccn("-i", "0", "-link", "-g").returncode == 0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / runs * 1000
+    print(f"hccn_tool CPU per call: {cpu_ms:.1f} ms")
+    assert cpu_ms < 60, f"stub startup too slow: {cpu_ms:.1f} ms CPU per call"
+
+
+# --- the real thing: containers, ssh, docker (opt out with -m 'not docker') ---------------------------------------
+def _docker_ok():
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+@pytest.mark.docker
+def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
+    if not _docker_ok():
+        pytest.skip("no docker engine")
+    existing = subprocess.run(["docker", "ps", "-a", "--filter", "label=kvpool.sim=1", "--format", "{{.Names}}"],
+                              capture_output=True, text=True).stdout.split()
+    if existing:
+        pytest.skip(f"a mock cluster is already running ({', '.join(existing)}); not disturbing it")
+    state = tmp_path / "state"
+
+    def ctl(*args):
+        proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    def ssh(ip, command):
+        return subprocess.run(["ssh", "-i", str(state / "id_ed25519"), "-o", f"UserKnownHostsFile={state}/known_hosts",
+                               "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{ip}", command],
+                              capture_output=True, text=True, timeout=60)
+
+    try:
+        ctl("up", "--nodes", "2")
+        node1 = mockctl.node_ip(1)
+        conf = ssh(node1, "cat /etc/hccn.conf")
+        assert conf.returncode == 0 and "address_3=29.1.1.83" in conf.stdout
+        before = ssh(node1, "hccn_tool -i 3 -ping -g address 29.1.2.83")
+        assert before.returncode == 0, before.stderr
+        assert "3 packets transmitted, 3 received, 0.00% packet loss" in before.stdout
+        ctl("fault", "set", "--node", "node2", "--npu", "3", "--check", "link", "--value", "DOWN")
+        after = ssh(node1, "hccn_tool -i 3 -ping -g address 29.1.2.83")
+        assert after.returncode == 1
+        assert "recv time out seq=0" in after.stdout and after.stderr.strip() == "Command execute failed!"
+        down = ssh(mockctl.node_ip(2), "hccn_tool -i 3 -link -g; npu-smi info | head -2")
+        assert "link status: DOWN" in down.stdout and "npu-smi 24.1.0.3" in down.stdout
+    finally:
+        subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), "down"], capture_output=True)

@@ -1,0 +1,191 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""hccn_facts, hccn_ping and npu_smi_facts over recorded real tool answers (fixtures of module_utils tests).
+
+run_command is replaced by a table of recorded answers keyed by the argv the module builds, so these tests
+check what the modules run (argv lists, LANG=C) and what they make of real output.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import threading
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.modules import hccn_facts, hccn_ping, npu_smi_facts
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import read_answer
+
+TOOL = '/usr/local/Ascend/driver/tools/hccn_tool'
+SMI = '/usr/local/bin/npu-smi'
+HEALTHY = {
+    'lldp': 'hccn_lldp_full.txt', 'link': 'hccn_link_up.txt', 'net_health': 'hccn_net_health_success.txt',
+    'netdetect': 'hccn_netdetect_addr.txt', 'gateway': 'hccn_gateway_ok.txt', 'ip': 'hccn_ip_ok.txt',
+    'tls': 'hccn_tls_ok.txt',
+}
+
+
+class Node(object):
+    """Answers run_command from recorded fixtures; records every call (thread-safe)."""
+
+    def __init__(self, overrides=None, smi_list='npu_smi_list_compact.txt', smi_info='npu_smi_info_reference.txt'):
+        self.overrides = overrides or {}
+        self.smi_list = smi_list
+        self.smi_info = smi_info
+        self.calls = []
+        self.environ = []
+        self.lock = threading.Lock()
+
+    def answer(self, argv):
+        if argv[0] == SMI:
+            return read_answer(self.smi_list if argv[1:] == ['info', '-l'] else self.smi_info)
+        dev = int(argv[2])
+        check = argv[3].lstrip('-')
+        if check == 'ping':
+            return read_answer(self.overrides.get((dev, 'ping', argv[6]), 'hccn_ping_ok.txt'))
+        name = self.overrides.get((dev, check), HEALTHY[check])
+        if isinstance(name, list):  # a sequence of answers: busy, busy, ok
+            with self.lock:
+                name = name.pop(0) if len(name) > 1 else name[0]
+        return read_answer(name)
+
+    def run_command(self, argv, environ_update=None, **kwargs):
+        with self.lock:
+            self.calls.append(list(argv))
+            self.environ.append(environ_update)
+        a = self.answer(list(argv))
+        return a['rc'], a['stdout'], a['stderr']
+
+
+def run_module(mod, args, node, monkeypatch, capsys, bins=None):
+    bins = {'hccn_tool': TOOL, 'npu-smi': SMI} if bins is None else bins
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', lambda self, argv, **kw: node.run_command(argv, **kw))
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', lambda self, name, *a, **kw: bins.get(name))
+    if hasattr(mod, 'os'):
+        monkeypatch.setattr(mod.os, 'access', lambda path, mode: path in bins.values())
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def conf(tmp_path):
+    lines = []
+    for d in range(8):
+        lines += ['address_%d=29.1.112.213' % d, 'netmask_%d=255.255.0.0' % d]
+    path = tmp_path / 'hccn.conf'
+    path.write_text('\n'.join(lines) + '\n')
+    return str(path)
+
+
+def test_healthy_node_discovers_npus_and_runs_every_query(monkeypatch, capsys, conf):
+    node = Node()
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, node, monkeypatch, capsys)
+    assert res['device_ids'] == list(range(8))
+    assert res['failed_checks'] == []
+    hccn_calls = [c for c in node.calls if c[0] == TOOL]
+    assert len(hccn_calls) == 8 * 7
+    assert [TOOL, '-i', '3', '-net_health', '-g'] in hccn_calls
+    assert all(e == {'LANG': 'C', 'LC_ALL': 'C'} for e in node.environ)
+    assert res['ips']['0'] == '29.1.112.213'
+    assert res['hccn_conf']['present'] and res['hccn_conf']['mismatches'] == []
+
+
+def test_link_down_is_a_finding_with_its_raw_line(monkeypatch, capsys, conf):
+    node = Node({(3, 'link'): 'hccn_link_down.txt', (5, 'net_health'): 'hccn_net_health_socket_failed.txt'})
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, node, monkeypatch, capsys)
+    got = dict(((f['npu'], f['check']), f) for f in res['failed_checks'])
+    assert set(got) == {(3, 'link'), (5, 'net_health')}
+    assert got[(3, 'link')]['raw'] == 'link status: DOWN'
+    assert 'Socket fail' in got[(5, 'net_health')]['raw']
+    assert res['changed'] is False
+
+
+def test_invalid_device_is_one_finding_not_seven(monkeypatch, capsys, conf):
+    node = Node(dict(((0, c), 'hccn_invalid_device.txt') for c in HEALTHY))
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'devices': [0, 1]}, node, monkeypatch, capsys)
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(0, 'device')]
+    assert 'invalid device id' in res['failed_checks'][0]['raw'].lower()
+
+
+def test_busy_answers_are_retried(monkeypatch, capsys, conf):
+    node = Node({(2, 'link'): ['hccn_busy.txt', 'hccn_busy.txt', 'hccn_link_up.txt']})
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'devices': [2]}, node, monkeypatch, capsys)
+    assert res['failed_checks'] == []
+    assert res['devices']['2']['link']['attempts'] == 3
+
+
+def test_busy_forever_is_named(monkeypatch, capsys, conf):
+    node = Node(dict(((1, c), 'hccn_busy.txt') for c in HEALTHY))
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'devices': [1], 'busy_retries': 1}, node,
+                     monkeypatch, capsys)
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(1, 'tool')]
+
+
+def test_missing_hccn_conf_and_mismatch(monkeypatch, capsys, tmp_path, conf):
+    res = run_module(hccn_facts, {'hccn_conf_path': str(tmp_path / 'nope')}, Node(), monkeypatch, capsys)
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(None, 'hccn_conf')]
+    with open(conf) as f:
+        text = f.read().replace('address_4=29.1.112.213', 'address_4=29.1.137.99')
+    with open(conf, 'w') as f:
+        f.write(text)
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, Node(), monkeypatch, capsys)
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(4, 'hccn_conf')]
+    assert res['failed_checks'][0]['raw'] == 'address_4=29.1.137.99'
+
+
+def test_driver_not_loaded_is_a_node_finding(monkeypatch, capsys, conf):
+    node = Node(smi_list='npu_smi_driver_error.txt')
+    monkeypatch.setattr(hccn_facts.glob, 'glob', lambda pattern: [])
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, node, monkeypatch, capsys)
+    assert res['device_ids'] == []
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(None, 'driver')]
+    assert 'dcmi module initialize failed' in res['failed_checks'][0]['raw']
+
+
+def test_missing_tool_fails_naming_the_fix(monkeypatch, capsys):
+    res = run_module(hccn_facts, {}, Node(), monkeypatch, capsys, bins={'npu-smi': SMI})
+    assert res['failed'] and 'hccn_tool not found' in res['msg'] and 'hccn_tool_path' in res['msg']
+
+
+def test_device_out_of_range_fails(monkeypatch, capsys):
+    res = run_module(hccn_facts, {'devices': [0, 16]}, Node(), monkeypatch, capsys)
+    assert res['failed'] and 'devices: 16 out of range 0-15' in res['msg']
+
+
+def test_ping_pairs_are_judged_and_one_device_pings_one_target_at_a_time(monkeypatch, capsys):
+    node = Node({(3, 'ping', '29.1.2.83'): 'hccn_ping_partial.txt', (4, 'ping', '29.1.2.84'): 'hccn_ping_fail.txt'})
+    targets = [{'device': d, 'address': '29.1.2.8%d' % d, 'label': 'node2/npu%d' % d} for d in range(8)]
+    targets.append({'device': 0, 'address': '29.1.3.80', 'label': 'node3/npu0'})
+    res = run_module(hccn_ping, {'targets': targets, 'pkt': 1024}, node, monkeypatch, capsys)
+    assert len(res['results']) == 9
+    failed = dict((r['label'], r) for r in res['failed_pairs'])
+    assert set(failed) == {'node2/npu3', 'node2/npu4'}
+    assert failed['node2/npu3']['received'] == 2 and failed['node2/npu3']['loss_pct'] == pytest.approx(33.33)
+    assert failed['node2/npu4']['raw'] == 'Command execute failed!'
+    assert [TOOL, '-i', '0', '-ping', '-g', 'address', '29.1.3.80', 'pkt', '1024'] in node.calls
+
+
+def test_npu_smi_healthy_reference(monkeypatch, capsys):
+    res = run_module(npu_smi_facts, {}, Node(), monkeypatch, capsys)
+    assert res['driver_loaded'] and res['count'] == 8
+    assert res['unhealthy_npus'] == [] and res['healthy_npus']
+
+
+def test_npu_smi_unhealthy_npu_has_its_row(monkeypatch, capsys):
+    res = run_module(npu_smi_facts, {}, Node(smi_info='npu_smi_info_310b4_alarm.txt'), monkeypatch, capsys)
+    assert res['unhealthy_npus']
+    bad = res['unhealthy_npus'][0]
+    assert bad['health'].lower() == 'alarm' and bad['raw'] and 'alarm' in bad['raw'].lower()
+
+
+def test_npu_smi_driver_not_loaded(monkeypatch, capsys):
+    node = Node(smi_list='npu_smi_driver_error.txt', smi_info='npu_smi_driver_error.txt')
+    res = run_module(npu_smi_facts, {}, node, monkeypatch, capsys)
+    assert res['driver_loaded'] is False and 'dcmi' in res['driver_error']
