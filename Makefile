@@ -10,9 +10,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 NODES ?= 2
-SCENARIOS ?= default network_faults
 
-.PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity unit molecule test bench clean
+.PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity unit equipment molecule test bench clean
 
 help:
 	@echo "make demo   - build the mock cluster and run the main job against it"
@@ -67,10 +66,15 @@ sanity: .venv-sanity/.stamp
 unit: venv
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
 
-molecule: image
-	set -e; for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s; done
+# The test equipment itself in docker (the stubs over SSH on real containers).
+equipment: image
+	$(BIN)/pytest -q -p no:cacheprovider tests/mock -m docker
 
-test: lint sanity unit molecule
+# Every scenario on one mock cluster: the default scenario creates it, the others share it.
+molecule: image
+	$(BIN)/molecule test --all --shared-state
+
+test: lint sanity unit equipment molecule
 	@echo "make test: all green"
 
 bench: sim-up

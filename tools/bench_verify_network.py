@@ -70,7 +70,7 @@ def timed_playbook(playbook, inv, extra=None):
 
 def median_of(runs, fn):
     fn()  # warm-up: SSH control masters, page cache
-    return statistics.median(fn() for _ in range(runs))
+    return statistics.median([fn() for run in range(runs)])
 
 
 def main():

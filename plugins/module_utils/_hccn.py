@@ -667,7 +667,7 @@ def _judge_ping(rc, out, err):
     if classify_error(rc, out, err) == "invalid_device":
         return _verdict("ping", False, "error", value, _ERROR_MESSAGES["invalid_device"], _first_line(err, out))
     if value["ok"]:
-        message = "%s: %d/%d received" % (label, value["received"], value["transmitted"])
+        message = "%s: %s/%s received" % (label, value["received"], value["transmitted"])
         if value["rtt_avg_ms"] is not None:
             message += ", avg %.3f ms" % value["rtt_avg_ms"]
         return _verdict("ping", True, "ok", value, message, raw)

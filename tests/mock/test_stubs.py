@@ -53,7 +53,8 @@ class Sim:
 
     def mockctl(self, *args, check=True):
         proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(self.state_dir), *args],
-                              capture_output=True, text=True, env=dict(os.environ, PATH="/nonexistent-docker-free"))
+                              capture_output=True, text=True, check=False,
+                              env=dict(os.environ, PATH="/nonexistent-docker-free"))
         if check:
             assert proc.returncode == 0, proc.stderr
         return proc
@@ -66,11 +67,11 @@ class Sim:
 
     def hccn(self, *args, node="node1"):
         return subprocess.run([*_interpreter(), str(HCCN_TOOL), *args], capture_output=True, text=True,
-                              env=self.env(node))
+                              env=self.env(node), check=False)
 
     def npu_smi(self, *args, node="node1"):
         return subprocess.run([*_interpreter(), str(NPU_SMI), *args], capture_output=True, text=True,
-                              env=self.env(node))
+                              env=self.env(node), check=False)
 
     def state(self, node):
         return json.loads((self.fabric / f"{node}.json").read_text())
@@ -249,7 +250,7 @@ BUSY = "hccn_tool is busy, please try again.\n"
 
 def test_busy_counts_down(sim):
     sim.fault("node1", 4, "busy", 2)
-    results = [sim.hccn("-i", "4", "-link", "-g") for _ in range(3)]
+    results = [sim.hccn("-i", "4", "-link", "-g") for _attempt in range(3)]
     assert [(r.returncode, r.stdout) for r in results] == [(11, BUSY), (11, BUSY), (0, "link status: UP\n")]
     assert sim.hccn("-i", "5", "-link", "-g").returncode == 0  # other NPUs not affected
     listing = sim.mockctl("fault", "list").stdout
@@ -326,7 +327,8 @@ def test_real_but_unsimulated_commands_say_so(sim):
 
 def test_no_fabric_state_is_reported(tmp_path):
     res = subprocess.run([*_interpreter(), str(HCCN_TOOL), "-i", "0", "-link", "-g"], capture_output=True,
-                         text=True, env=dict(os.environ, MOCK_ATLAS_FABRIC=str(tmp_path), MOCK_ATLAS_NODE="node1"))
+                         text=True, check=False,
+                         env=dict(os.environ, MOCK_ATLAS_FABRIC=str(tmp_path), MOCK_ATLAS_NODE="node1"))
     assert res.returncode == 1 and "SIMULATED hccn_tool: no usable fabric state" in res.stderr
 
 
@@ -392,7 +394,7 @@ def test_fault_validation_and_clear(sim):
     for check, value in bad:
         proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(sim.state_dir), "fault", "set",
                                "--node", "node1", "--npu", "0", "--check", check, "--value", value],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         assert proc.returncode != 0
     assert sim.mockctl("fault", "set", "--node", "node1", "--npu", "8", "--check", "link", "--value", "DOWN",
                        check=False).returncode == 1
@@ -439,7 +441,7 @@ def test_fabric_rewrites_are_atomic_for_concurrent_readers(sim):
 def test_stub_startup_cpu_time(sim):
     runs = 20
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for _ in range(runs):
+    for _run in range(runs):
         assert sim.hccn("-i", "0", "-link", "-g").returncode == 0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / runs * 1000
@@ -451,7 +453,7 @@ def test_stub_startup_cpu_time(sim):
 def _docker_ok():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
 
 
 @pytest.mark.docker
@@ -459,21 +461,21 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
     if not _docker_ok():
         pytest.skip("no docker engine")
     existing = subprocess.run(["docker", "ps", "-a", "--filter", "label=kvpool.sim=1", "--format", "{{.Names}}"],
-                              capture_output=True, text=True).stdout.split()
+                              capture_output=True, text=True, check=False).stdout.split()
     if existing:
         pytest.skip(f"a mock cluster is already running ({', '.join(existing)}); not disturbing it")
     state = tmp_path / "state"
 
     def ctl(*args):
         proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), *args],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
 
     def ssh(ip, command):
         return subprocess.run(["ssh", "-i", str(state / "id_ed25519"), "-o", f"UserKnownHostsFile={state}/known_hosts",
                                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{ip}", command],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, check=False)
 
     try:
         ctl("up", "--nodes", "2")
@@ -490,4 +492,5 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
         down = ssh(mockctl.node_ip(2), "hccn_tool -i 3 -link -g; npu-smi info | head -2")
         assert "link status: DOWN" in down.stdout and "npu-smi 24.1.0.3" in down.stdout
     finally:
-        subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), "down"], capture_output=True)
+        subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), "down"], capture_output=True,
+                       check=False)
