@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Make sure a docker engine answers on this machine (installs Debian's docker.io and starts dockerd if needed)
-# and that debootstrap is there to build the mock node image. Idempotent.
+# Make sure a docker engine answers on this machine (installs Debian's docker.io and starts dockerd if needed),
+# that debootstrap is there to build the mock node image, and the libraries the Mooncake wheel needs. Idempotent.
 set -euo pipefail
 
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# Runtime libraries of the PyPI Mooncake wheel used by the tests on the controller.
+for lib in libibverbs1 ibverbs-providers librdmacm1 libnuma1 libcurl4; do
+  dpkg -s "$lib" >/dev/null 2>&1 || need+=("$lib")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "ensure-docker: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

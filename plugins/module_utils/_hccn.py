@@ -672,7 +672,7 @@ def _judge_ping(rc, out, err):
             message += ", avg %.3f ms" % value["rtt_avg_ms"]
         return _verdict("ping", True, "ok", value, message, raw)
     if value["transmitted"]:
-        message = "%s: %d/%d received (%s%% loss)" % (
+        message = "%s: %s/%s received (%s%% loss)" % (
             label, value["received"], value["transmitted"], _pct(value["loss_pct"]))
         if value["error"] and value["error"] != summary:
             message += ": %s" % value["error"]

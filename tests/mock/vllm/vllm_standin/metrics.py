@@ -1,0 +1,143 @@
+"""GET /metrics in Prometheus text format with vLLM v1's metric names, labels, help texts and buckets
+(vllm/v1/metrics/loggers.py), each HELP prefixed `[SIMULATED vLLM stand-in]`. Counts follow vLLM's
+definitions (tokens, not blocks); timings are those of the simulation. `kvpool_sim_*` metrics are stand-in
+extras (where pool hits were loaded from) and exist in no real vLLM.
+"""
+
+import threading
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0]
+E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+               480.0, 960.0, 1920.0, 7680.0]
+
+SIM = "[SIMULATED vLLM stand-in] "
+
+COUNTERS = [
+    ("prefix_queries", "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
+    ("prefix_hits", "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."),
+    ("external_queries", "vllm:external_prefix_cache_queries",
+     "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of "
+     "queried tokens."),
+    ("external_hits", "vllm:external_prefix_cache_hits",
+     "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of "
+     "cached tokens."),
+    ("prompt_tokens", "vllm:prompt_tokens", "Number of prefill tokens processed."),
+    ("generation_tokens", "vllm:generation_tokens", "Number of generation tokens processed."),
+]
+LOAD_HELP = ("Pool-hit tokens loaded, by where the real replica lived: own_segment = this instance's Mooncake "
+             "segment (local DRAM), other_segment = another instance's segment (another node).")
+SIM_COUNTERS = [
+    ("pool_load_tokens_own", "kvpool_sim_pool_load_tokens", {"source": "own_segment"},
+     LOAD_HELP),
+    ("pool_load_tokens_other", "kvpool_sim_pool_load_tokens", {"source": "other_segment"},
+     LOAD_HELP),
+    ("pool_put_keys", "kvpool_sim_pool_put_keys", {}, "Keys put into the Mooncake pool (real puts)."),
+    ("pool_load_failures", "kvpool_sim_pool_load_failures", {}, "Pool loads that failed and were recomputed."),
+    ("pool_get_seconds", "kvpool_sim_pool_get_seconds", {}, "Real time spent in Mooncake batch gets."),
+]
+
+
+class Histogram:
+    def __init__(self, buckets):
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, value):
+        self.count += 1
+        self.sum += value
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+
+
+class Metrics:
+    def __init__(self, model_name, cache_usage=lambda: 0.0):
+        self.model_name = model_name
+        self.cache_usage = cache_usage
+        self._lock = threading.Lock()
+        self.values = {entry[0]: 0 for entry in COUNTERS + SIM_COUNTERS}
+        self.success = {"length": 0, "stop": 0, "abort": 0}
+        self.running = 0
+        self.waiting = 0
+        self.hist = {"ttft": Histogram(TTFT_BUCKETS), "tpot": Histogram(TPOT_BUCKETS), "e2e": Histogram(E2E_BUCKETS)}
+
+    def inc(self, key, amount=1):
+        with self._lock:
+            self.values[key] += amount
+
+    add = inc
+
+    def inc_success(self, reason):
+        with self._lock:
+            self.success[reason] = self.success.get(reason, 0) + 1
+
+    def add_running(self, delta):
+        with self._lock:
+            self.running += delta
+
+    def add_waiting(self, delta):
+        with self._lock:
+            self.waiting += delta
+
+    def observe(self, name, value):
+        with self._lock:
+            self.hist[name].observe(value)
+
+    def snapshot(self):
+        with self._lock:
+            return dict(self.values), self.running, self.waiting
+
+    def render(self):
+        labels = 'engine="0",model_name="%s"' % _escape(self.model_name)
+        out = ["# SIMULATED: /metrics of the vLLM stand-in of the ascend.kvpool mock cluster "
+               "(tests/mock/vllm/README.md); names, labels and token counting as vLLM v1, timings simulated."]
+        with self._lock:
+            gauges = [
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", self.running),
+                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting),
+                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.cache_usage()),
+            ]
+            for name, text, value in gauges:
+                out += ["# HELP %s %s%s" % (name, SIM, text), "# TYPE %s gauge" % name,
+                        "%s{%s} %s" % (name, labels, _num(value))]
+            for key, name, text in COUNTERS:
+                out += ["# HELP %s_total %s%s" % (name, SIM, text), "# TYPE %s_total counter" % name,
+                        "%s_total{%s} %s" % (name, labels, _num(self.values[key]))]
+            name = "vllm:request_success"
+            out += ["# HELP %s_total %sCount of successfully processed requests." % (name, SIM),
+                    "# TYPE %s_total counter" % name]
+            for reason in ("stop", "length", "abort"):
+                out.append('%s_total{%s,finished_reason="%s"} %s' % (name, labels, reason,
+                                                                     _num(self.success.get(reason, 0))))
+            for key, name, text in (
+                    ("ttft", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds."),
+                    ("tpot", "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."),
+                    ("e2e", "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.")):
+                hist = self.hist[key]
+                out += ["# HELP %s %s%s" % (name, SIM, text), "# TYPE %s histogram" % name]
+                for bound, count in zip(hist.buckets, hist.counts):
+                    out.append('%s_bucket{%s,le="%s"} %s' % (name, labels, _num(float(bound)), _num(count)))
+                out.append('%s_bucket{%s,le="+Inf"} %s' % (name, labels, _num(hist.count)))
+                out.append("%s_count{%s} %s" % (name, labels, _num(hist.count)))
+                out.append("%s_sum{%s} %s" % (name, labels, repr(float(hist.sum))))
+            seen = set()
+            for key, name, extra, text in SIM_COUNTERS:
+                if name not in seen:
+                    out += ["# HELP %s_total %s%s" % (name, SIM, text), "# TYPE %s_total counter" % name]
+                    seen.add(name)
+                extra_labels = "".join(',%s="%s"' % item for item in extra.items())
+                out.append("%s_total{%s%s} %s" % (name, labels, extra_labels, _num(self.values[key])))
+        return "\n".join(out) + "\n"
+
+
+def _num(value):
+    return repr(float(value))
+
+
+def _escape(text):
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
