@@ -1,0 +1,158 @@
+"""The Mooncake KV pool on the SIMULATED two-node cluster: what an operator checks, and how each failure shows.
+
+Runs after converge (master on node1, mooncake.json on both nodes, a probe object put on node1 and read on
+node2, Mooncake installed from a wheel into /opt/kvpool-mooncake). Each failure test runs the scenario's own
+playbook (molecule/mooncake/converge.yml) the way an operator would, with the one setting changed on the command
+line, and then heals the pool with a plain run so the next test starts from a healthy cluster.
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'resources'))
+import kvpool_testlib as lib  # noqa: E402
+
+CONVERGE = 'molecule/mooncake/converge.yml'
+NODES = {'node1': 'kvpool-node1', 'node2': 'kvpool-node2'}
+MASTER = '172.31.250.11:50088'
+STATE = '/var/lib/ascend-kvpool/mooncake_master'
+
+
+def sh(node, script):
+    res = lib.docker_exec(NODES[node], 'sh', '-c', script)
+    return res.returncode, res.stdout
+
+
+def master_pid():
+    rc, out = sh('node1', 'cat %s/mooncake_master.pid' % STATE)
+    assert rc == 0, out
+    return int(out.strip())
+
+
+def master_cmdline():
+    rc, out = sh('node1', 'tr "\\0" " " < /proc/%d/cmdline' % master_pid())
+    assert rc == 0, out
+    return out
+
+
+def health():
+    rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:9003/health')
+    return out.strip()
+
+
+def converge(check=False, **extra):
+    return lib.playbook(CONVERGE, extra_vars=extra, check=check)
+
+
+@pytest.fixture(scope='module', autouse=True)
+def healthy_at_the_end():
+    yield
+    run = converge()
+    assert run.rc == 0, run.stdout
+
+
+def test_master_is_healthy_on_node1_only():
+    assert health() == '200'
+    assert '--port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
+    rc, out = sh('node1', 'curl -s http://127.0.0.1:9003/metrics')
+    assert rc == 0 and 'master_' in out                      # Prometheus metrics of the real master
+    rc = sh('node2', 'test -e %s/mooncake_master.pid' % STATE)[0]
+    assert rc != 0
+
+
+@pytest.mark.parametrize('node,address', [('node1', '172.31.250.11'), ('node2', '172.31.250.12')])
+def test_mooncake_json_on_every_node(node, address):
+    rc, out = sh(node, 'stat -c %a /etc/ascend-kvpool/mooncake.json && cat /etc/ascend-kvpool/mooncake.json')
+    assert rc == 0, out
+    mode, dummy, text = out.partition('\n')
+    assert mode == '644'
+    assert json.loads(text) == {
+        'metadata_server': 'P2PHANDSHAKE',
+        'protocol': 'tcp',
+        'device_name': '',
+        'master_server_address': MASTER,          # derived from the inventory: node1's ansible_host
+        'global_segment_size': 1073741824,        # "1GB" rendered as bytes
+        'local_buffer_size': 1073741824,
+        'local_hostname': address,
+    }
+
+
+def test_probe_reads_node1s_object_on_node2_and_changes_nothing():
+    run = converge()
+    assert run.rc == 0, run.stdout
+    assert re.search(r'put on node1: 1048576 bytes in [0-9.]+ ms \([0-9.]+ MB/s\)', run.stdout), run.stdout
+    assert re.search(r'node1 -> node2: 1048576 bytes in [0-9.]+ ms \([0-9.]+ MB/s\), sha256 match', run.stdout)
+    assert all(r['changed'] == 0 and r['failed'] == 0 for r in run.recap().values()), run.recap()
+    # The writer's holder is gone and the object with it.
+    rc, out = sh('node1', 'ls /var/lib/ascend-kvpool/probe/ 2>/dev/null; pgrep -f KVPOOL_PROBE_RESUL[T] || true')
+    assert out.strip() == '', out
+
+
+def test_wheel_install_imports_from_its_virtualenv():
+    for node in NODES:
+        rc, out = sh(node, '/opt/kvpool-mooncake/bin/python -c "import mooncake.store, importlib.metadata as m; '
+                           'print(m.version(\'mooncake-transfer-engine-non-cuda\'))"')
+        assert rc == 0 and out.strip() == '0.3.13.post1', out
+
+
+def test_killed_master_is_healed_by_a_rerun():
+    old = master_pid()
+    sh('node1', 'kill -9 %d' % old)
+    assert health() != '200'
+    run = converge()
+    assert run.rc == 0, run.stdout
+    assert run.recap()['node1']['changed'] == 1 and run.recap()['node2']['changed'] == 0, run.recap()
+    assert 'started: not running' in run.stdout
+    assert master_pid() != old and health() == '200'
+    assert 'sha256 match' in run.stdout                     # the probe ran against the new master
+
+
+def test_changed_eviction_ratio_restarts_the_master_with_a_diff():
+    old = master_pid()
+    run = lib.playbook(CONVERGE, '--diff', extra_vars={'mooncake_master_eviction_ratio': 0.1})
+    assert run.rc == 0, run.stdout
+    assert '-  --eviction_ratio=0.05' in run.stdout and '+  --eviction_ratio=0.1' in run.stdout
+    assert 'restarted: settings changed' in run.stdout
+    assert master_pid() != old and '--eviction_ratio=0.1' in master_cmdline() and health() == '200'
+    again = converge(mooncake_master_eviction_ratio=0.1)
+    assert again.recap()['node1']['changed'] == 0, again.recap()
+    back = converge()
+    assert back.rc == 0 and '--eviction_ratio=0.05' in master_cmdline()
+
+
+def test_check_mode_shows_the_restart_and_changes_nothing():
+    old = master_pid()
+    run = converge(check=True, mooncake_master_eviction_ratio=0.2)
+    assert run.rc == 0, run.stdout
+    assert run.recap()['node1']['changed'] == 1
+    assert master_pid() == old and '--eviction_ratio=0.05' in master_cmdline()
+
+
+def test_oversized_segment_fails_naming_host_needed_and_available():
+    run = converge(mooncake_config_global_segment_size='64GB')
+    assert run.rc != 0
+    m = re.search(r'node1: 1 instance\(s\) x TP 4 x \(global_segment_size 64 GiB \+ local_buffer_size 1 GiB\) '
+                  r'\+ reserve 8 GiB needs 268\.0 GiB, but MemTotal is [0-9.]+ GiB\. Lower '
+                  r'mooncake_config_global_segment_size', run.stdout)
+    assert m, run.stdout
+    # Nothing was written: the file still holds the 1 GiB segment.
+    rc, out = sh('node2', 'cat /etc/ascend-kvpool/mooncake.json')
+    assert json.loads(out)['global_segment_size'] == 1073741824
+
+
+def test_size_that_is_not_whole_gib_is_rejected():
+    run = converge(mooncake_config_local_buffer_size='1536MB')
+    assert run.rc != 0
+    assert 'mooncake_config_local_buffer_size is "1536MB", which is not a whole number of GiB' in run.stdout
+
+
+def test_unreachable_master_fails_the_probe_naming_node_and_address():
+    run = converge(mooncake_config_master_port=50099)
+    assert run.rc != 0
+    assert 'node1: cannot reach the Mooncake master at 172.31.250.11:50099' in run.stdout, run.stdout
+    heal = converge()
+    assert heal.rc == 0 and 'sha256 match' in heal.stdout

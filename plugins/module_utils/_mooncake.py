@@ -1,0 +1,306 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure helpers for the Mooncake KV pool: sizes, memory fit, master argv and address, fingerprints, logs.
+
+No I/O here: text and values in, data out, so everything is unit-tested without a node.
+
+Facts used (Mooncake 0.3.x, vllm-ascend):
+- ``mooncake_master`` is a gflags program; ``--port`` and ``--max_threads`` exist in every release (newer ones
+  prefer ``--rpc_port`` / ``--rpc_thread_num`` and only warn about the old names), so the argv uses the old
+  names to work with the guide's v0.3.9 as well as with 0.3.13.
+- ``mooncake.json`` sizes are bytes; vllm-ascend also reads strings such as ``"100GB"`` (1024-based).
+- The master address is ``host:port``, or ``etcd://h1:2379;h2:2379`` when the masters run in HA mode.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import tail_text as tail_lines  # noqa: F401
+
+KIB = 1024
+MIB = 1024 ** 2
+GIB = 1024 ** 3
+TIB = 1024 ** 4
+
+_UNITS = {
+    '': 1, 'B': 1,
+    'K': KIB, 'KB': KIB, 'KIB': KIB,
+    'M': MIB, 'MB': MIB, 'MIB': MIB,
+    'G': GIB, 'GB': GIB, 'GIB': GIB,
+    'T': TIB, 'TB': TIB, 'TIB': TIB,
+}
+_SIZE_RE = re.compile(r'^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$')
+
+# Master flags managed by the module, in argv order: (setting name, gflags name).
+MASTER_FLAGS = [
+    ('port', 'port'),
+    ('rpc_address', 'rpc_address'),
+    ('metrics_port', 'metrics_port'),
+    ('eviction_high_watermark_ratio', 'eviction_high_watermark_ratio'),
+    ('eviction_ratio', 'eviction_ratio'),
+    ('max_threads', 'max_threads'),
+    ('client_ttl', 'client_ttl'),
+    ('default_kv_lease_ttl', 'default_kv_lease_ttl'),
+    ('enable_ha', 'enable_ha'),
+    ('etcd_endpoints', 'etcd_endpoints'),
+    ('enable_http_metadata_server', 'enable_http_metadata_server'),
+]
+
+WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]')
+
+
+# --- sizes ---------------------------------------------------------------------------------------------------------
+def parse_size(value):
+    """Bytes of a size given as an int or a string (``107374182400``, ``"100GB"``, ``"100 GiB"``, ``"512M"``).
+
+    Units are 1024-based whatever their spelling (as vllm-ascend reads ``mooncake.json``).
+    Raises ValueError with a message naming the value.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError('%r is not a size (use bytes or a string like "100GB")' % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError('%r is negative' % (value,))
+        return value
+    if isinstance(value, float):
+        if value < 0 or value != int(value):
+            raise ValueError('%r is not a whole number of bytes' % (value,))
+        return int(value)
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise ValueError('%r is not a size (use bytes or a string like "100GB")' % (value,))
+    number, unit = m.group(1), m.group(2).upper()
+    if unit not in _UNITS:
+        raise ValueError('%r has an unknown unit %r (use B, KB, MB, GB or TB; 1024-based)' % (value, m.group(2)))
+    mult = _UNITS[unit]
+    if '.' in number:
+        whole, frac = number.split('.')
+        num = int(whole) * mult + (int(frac) * mult) // (10 ** len(frac))
+        if (int(frac) * mult) % (10 ** len(frac)):
+            raise ValueError('%r is not a whole number of bytes' % (value,))
+        return num
+    return int(number) * mult
+
+
+def format_gib(nbytes, digits=1):
+    """``nbytes`` as a GiB figure for messages: ``"100 GiB"``, ``"23.4 GiB"``."""
+    gib = float(nbytes) / GIB
+    if gib == int(gib):
+        return '%d GiB' % int(gib)
+    return ('%.' + str(digits) + 'f GiB') % gib
+
+
+def check_gib_size(value, name, allow_zero=False):
+    """Validate a whole-GiB size: returns ``{ok, bytes, gib, error}`` (error names ``name`` and the fix)."""
+    try:
+        nbytes = parse_size(value)
+    except ValueError as exc:
+        return {'ok': False, 'bytes': None, 'gib': None, 'error': '%s: %s' % (name, exc)}
+    if nbytes == 0 and not allow_zero:
+        return {'ok': False, 'bytes': 0, 'gib': 0, 'error': '%s: %r is zero; give a size of at least 1GB'
+                % (name, value)}
+    if nbytes % GIB:
+        lower = nbytes // GIB
+        hint = ('"%dGB" or "%dGB"' % (lower, lower + 1)) if lower else '"1GB"'
+        return {'ok': False, 'bytes': nbytes, 'gib': float(nbytes) / GIB,
+                'error': '%s: %r is %d bytes (%s), not a whole number of GiB; use %s'
+                         % (name, value, nbytes, format_gib(nbytes, 2), hint)}
+    return {'ok': True, 'bytes': nbytes, 'gib': nbytes // GIB, 'error': ''}
+
+
+def parse_gib_size(value, name, allow_zero=False):
+    """Bytes of a whole-GiB size; raises ValueError with the message of :func:`check_gib_size`."""
+    res = check_gib_size(value, name, allow_zero)
+    if not res['ok']:
+        raise ValueError(res['error'])
+    return res['bytes']
+
+
+# --- host memory ---------------------------------------------------------------------------------------------------
+def parse_meminfo(text):
+    """``/proc/meminfo`` as ``{key: bytes}`` (values given in kB are converted)."""
+    out = {}
+    for line in (text or '').splitlines():
+        key, sep, rest = line.partition(':')
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts or not parts[0].isdigit():
+            continue
+        val = int(parts[0])
+        if len(parts) > 1 and parts[1].lower() == 'kb':
+            val *= 1024
+        out[key.strip()] = val
+    return out
+
+
+def memory_fit(tensor_parallel_size, global_segment_size, local_buffer_size, mem_total, reserve=0, instances=1):
+    """Whether ``instances x TP x (segment + buffer) + reserve`` fits in ``mem_total`` (all bytes).
+
+    Every TP rank of a vLLM-Ascend instance creates its own Mooncake store client, each registering a global
+    segment and a local buffer in host DRAM.
+    """
+    tp = int(tensor_parallel_size)
+    inst = int(instances)
+    per_rank = int(global_segment_size) + int(local_buffer_size)
+    pool = inst * tp * per_rank
+    needed = pool + int(reserve)
+    return {
+        'ok': needed <= int(mem_total),
+        'per_rank_bytes': per_rank,
+        'pool_bytes': pool,
+        'needed_bytes': needed,
+        'available_bytes': int(mem_total),
+        'needed_gib': round(float(needed) / GIB, 1),
+        'available_gib': round(float(mem_total) / GIB, 1),
+        'shortfall_gib': round(max(0.0, float(needed - int(mem_total)) / GIB), 1),
+    }
+
+
+def memory_fit_message(host, fit, tensor_parallel_size, global_segment_size, local_buffer_size, reserve=0,
+                       instances=1, prefix='mooncake_config'):
+    """The operator's error when :func:`memory_fit` is not ok: host, needed and available GiB, and the fix."""
+    inst = '' if int(instances) == 1 else '%d instances x ' % int(instances)
+    return ('%s: %sTP %d x (global_segment_size %s + local_buffer_size %s) + reserve %s needs %s GiB of host '
+            'memory, but MemTotal is %s GiB. Lower %s_global_segment_size (or %s_tensor_parallel_size), '
+            'or add memory.'
+            % (host, inst, int(tensor_parallel_size), format_gib(global_segment_size), format_gib(local_buffer_size),
+               format_gib(reserve), fit['needed_gib'], fit['available_gib'], prefix, prefix))
+
+
+# --- master address ------------------------------------------------------------------------------------------------
+def split_endpoints(endpoints):
+    """etcd endpoints from a list or a ``;``/``,`` separated string, stripped, without empties."""
+    if endpoints is None:
+        return []
+    if isinstance(endpoints, (list, tuple)):
+        items = endpoints
+    else:
+        items = re.split(r'[;,]', str(endpoints))
+    return [str(e).strip() for e in items if str(e).strip()]
+
+
+def format_host_port(host, port):
+    host = str(host).strip()
+    if ':' in host and not host.startswith('['):
+        host = '[%s]' % host
+    return '%s:%d' % (host, int(port))
+
+
+def render_master_address(host, port, ha=False, etcd_endpoints=None):
+    """``master_server_address`` of mooncake.json: ``host:port``, or ``etcd://e1;e2`` for HA masters."""
+    if ha:
+        eps = split_endpoints(etcd_endpoints)
+        if not eps:
+            raise ValueError('HA master needs at least one etcd endpoint (host:port)')
+        eps = [e[len('etcd://'):] if e.startswith('etcd://') else e for e in eps]
+        return 'etcd://' + ';'.join(eps)
+    if not host or not str(host).strip():
+        raise ValueError('master host is empty')
+    return format_host_port(host, port)
+
+
+def parse_master_address(address):
+    """``(host, port)`` of a ``host:port`` master address, or None for an ``etcd://`` (HA) address."""
+    address = str(address or '').strip()
+    if not address or address.startswith('etcd://'):
+        return None
+    m = re.match(r'^\[([^\]]+)\]:(\d+)$', address) or re.match(r'^([^:]+):(\d+)$', address)
+    if not m:
+        raise ValueError('master_server_address %r is not host:port' % address)
+    return m.group(1), int(m.group(2))
+
+
+# --- master argv and fingerprint -------------------------------------------------------------------------------------
+def format_flag_value(value):
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, float):
+        text = ('%.6f' % value).rstrip('0').rstrip('.')
+        return text if text else '0'
+    if isinstance(value, (list, tuple)):
+        return ';'.join(str(v) for v in value)
+    return str(value)
+
+
+def master_settings(params):
+    """The effective master settings (name -> value) of module params: unset and off switches dropped."""
+    out = {}
+    for name in (flag[0] for flag in MASTER_FLAGS):
+        val = params.get(name)
+        if val is None:
+            continue
+        if name in ('enable_ha', 'enable_http_metadata_server'):
+            if not val:
+                continue
+        if name == 'rpc_address' and not str(val).strip():
+            continue
+        if name == 'etcd_endpoints':
+            if not params.get('enable_ha'):
+                continue
+            val = split_endpoints(val)
+            if not val:
+                continue
+        out[name] = val
+    return out
+
+
+def build_master_argv(binary, settings, extra_args=None):
+    """``[binary, --flag=value, ...] + extra_args`` in a stable order."""
+    argv = [str(binary)]
+    for name, flag in MASTER_FLAGS:
+        if name in settings:
+            argv.append('--%s=%s' % (flag, format_flag_value(settings[name])))
+    argv.extend(str(a) for a in (extra_args or []))
+    return argv
+
+
+def fingerprint(argv):
+    """sha256 of an argv: changes exactly when a flag, its value, the order of extra args or the binary does."""
+    return hashlib.sha256(json.dumps([str(a) for a in argv], separators=(',', ':')).encode('utf-8')).hexdigest()
+
+
+def settings_text(argv):
+    """An argv as diff-friendly text: the binary, then one flag per line."""
+    if not argv:
+        return 'state: stopped\n'
+    lines = ['state: running', 'binary: %s' % argv[0]]
+    lines.extend('  %s' % a for a in argv[1:])
+    return '\n'.join(lines) + '\n'
+
+
+def probe_host(rpc_address):
+    """Where to probe a master bound to ``rpc_address`` from its own host."""
+    addr = str(rpc_address or '').strip()
+    if addr in WILDCARD_ADDRESSES:
+        return '127.0.0.1'
+    return addr.strip('[]')
+
+
+# --- logs ----------------------------------------------------------------------------------------------------------
+_GLOG_ERROR = re.compile(r'^[EF]\d{4} ')
+_GLOG_INFO = re.compile(r'^I\d{4} ')
+
+
+def log_excerpt(text, lines=20, max_chars=4000):
+    """The last ``lines`` lines of a glog text without its INFO lines (warnings, errors and plain output)."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    kept = [line for line in (text or '').splitlines()
+            if not _GLOG_INFO.match(line) and not line.startswith('WARNING: Logging before InitGoogleLogging')]
+    return tail_lines('\n'.join(kept), lines, max_chars)
+
+
+def log_errors(text, limit=5):
+    """The glog ERROR/FATAL lines (``E1129 ...``, ``F1129 ...``) of a log, last ``limit`` of them."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    found = [line for line in (text or '').splitlines() if _GLOG_ERROR.match(line) or 'Check failed' in line]
+    return found[-limit:]

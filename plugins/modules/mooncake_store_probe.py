@@ -1,0 +1,467 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mooncake_store_probe
+short_description: Prove a Mooncake KV pool end to end by writing an object on one node and reading it on others
+version_added: 0.1.0
+description:
+  - Uses the real Mooncake store client (C(from mooncake.store import MooncakeDistributedStore)) with the
+    settings of a node's C(mooncake.json) (C(master_server_address), C(metadata_server), C(protocol),
+    C(device_name)), as a vLLM-Ascend instance would, before any instance starts.
+  - O(mode=put) writes O(size_bytes) random bytes under O(key) and returns their sha256, latency and throughput.
+    The object lives in the writer's own global segment, so the writer must stay connected while the other nodes
+    read it. The module therefore starts a small detached holder process (pid and log files under O(state_dir))
+    that sets the client up, puts the object, reports, and then stays alive until O(mode=remove) stops it or
+    O(hold_seconds) pass. The reader nodes then pull the bytes across the network from the writer's DRAM, the
+    same path as a cross-node KV cache hit.
+  - O(mode=get) reads O(key) in a short-lived client (which contributes no segment of its own by default), compares
+    the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs.
+  - O(mode=remove) stops the holder (which removes the object and closes its client) and deletes its files,
+    its log included.
+  - Before connecting, the master address of a C(host:port) form is checked with a TCP connect, so an unreachable
+    master fails in seconds with a clear message instead of the client's 20 retries.
+  - The client runs in its own Python process (O(python), on the host or in O(container)), so the glog output of
+    Mooncake and a hung setup cannot affect the module; O(timeout) bounds each client (SIGALRM).
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+attributes:
+  check_mode:
+    support: full
+    description: In check mode nothing is written or read; the module only reports what it would do.
+  diff_mode:
+    support: none
+    description: Nothing to compare; the module writes or reads a transient object.
+  idempotent:
+    support: none
+    description: A put writes a new transient object every time; the role reports the probe as not changed.
+options:
+  mode:
+    description: C(put) on the writer node, C(get) on every reader node, C(remove) on the writer node at the end.
+    type: str
+    choices: [put, get, remove]
+    required: true
+  key:
+    description: Object key; use a fresh one per probe (for example with a timestamp).
+    type: str
+    required: true
+  config_path:
+    description: The node's C(mooncake.json) (inside O(container) when it is set).
+    type: path
+    default: /etc/ascend-kvpool/mooncake.json
+  size_bytes:
+    description: Size of the random object written by O(mode=put).
+    type: int
+    default: 1048576
+  expected_sha256:
+    description: sha256 the object must have on O(mode=get) (the writer's RV(sha256)). Unset only reads it.
+    type: str
+  local_hostname:
+    description:
+      - Address this node's store client registers under and is reached at by the other nodes (its data-plane
+        address). Required for O(mode=put) and O(mode=get).
+    type: str
+  node_name:
+    description: Name of this node in messages (the role passes C(inventory_hostname)). Defaults to O(local_hostname).
+    type: str
+  protocol:
+    description: Transport for the probe. Unset uses the C(protocol) of O(config_path).
+    type: str
+  use_config_sizes:
+    description:
+      - Register the C(global_segment_size) and C(local_buffer_size) of O(config_path) instead of probe-sized ones.
+      - Proves that the host can register the configured sizes, at the cost of that much memory during the probe.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds allowed for each store client to connect and do its put or get.
+    type: float
+    default: 60
+  hold_seconds:
+    description: Longest time the writer's holder stays alive if O(mode=remove) never comes.
+    type: float
+    default: 600
+  master_connect_timeout:
+    description: Seconds for the TCP check of the master address before the client starts.
+    type: float
+    default: 3
+  python:
+    description: Python interpreter that can C(import mooncake.store), on the host or in O(container).
+    type: str
+    default: python3
+  container:
+    description: Run the store client inside this running docker container (C(docker exec)).
+    type: str
+  state_dir:
+    description: Directory for the holder's pid, log and result files.
+    type: path
+    default: /var/lib/ascend-kvpool/probe
+  poll_interval:
+    description: Seconds between polls while waiting for the holder's result.
+    type: float
+    default: 0.1
+notes:
+  - With O(protocol=ascend) the Mooncake client needs an NPU context as inside a vLLM-Ascend worker; on real Atlas
+    nodes the probe may use O(protocol=tcp) over the nodes' host network to prove the master, the segments and the
+    cross-node data path before the instances start.
+seealso:
+  - module: ascend.kvpool.mooncake_master
+"""
+
+EXAMPLES = r"""
+- name: Write a 1 MiB object on node1
+  ascend.kvpool.mooncake_store_probe:
+    mode: put
+    key: kvpool-probe-1
+    local_hostname: "{{ ansible_host }}"
+  register: probe_put
+  when: inventory_hostname == 'node1'
+
+- name: Read it on every other node
+  ascend.kvpool.mooncake_store_probe:
+    mode: get
+    key: kvpool-probe-1
+    expected_sha256: "{{ hostvars['node1'].probe_put.sha256 }}"
+    local_hostname: "{{ ansible_host }}"
+    node_name: "{{ inventory_hostname }}"
+  when: inventory_hostname != 'node1'
+
+- name: Remove it and stop the writer's holder
+  ascend.kvpool.mooncake_store_probe:
+    mode: remove
+    key: kvpool-probe-1
+  when: inventory_hostname == 'node1'
+"""
+
+RETURN = r"""
+sha256:
+  description: sha256 of the object written (put) or read (get).
+  returned: put, get
+  type: str
+size_bytes:
+  description: Size of the object written or read.
+  returned: put, get
+  type: int
+  sample: 1048576
+latency_ms:
+  description: Time of the put or get call alone, in milliseconds.
+  returned: put, get
+  type: float
+  sample: 4.5
+throughput_MBps:
+  description: O(size_bytes) divided by the put or get time, in MB/s (1 MB = 10^6 bytes).
+  returned: put, get
+  type: float
+  sample: 230.4
+setup_ms:
+  description: Time the store client took to connect to the master and register its memory, in milliseconds.
+  returned: put, get
+  type: float
+master_server_address:
+  description: The master address the client used (from O(config_path)).
+  returned: put, get
+  type: str
+  sample: 172.31.250.11:50088
+holder_pid:
+  description: Pid of the writer's holder process (put), or of the holder that was stopped (remove).
+  returned: put, remove
+  type: int
+log_path:
+  description: Log of the writer's holder process.
+  returned: put, remove
+  type: str
+"""
+
+import hashlib
+import json
+import re
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
+    ProcError,
+    ProcessTarget,
+    tcp_open,
+    wait_until,
+)
+
+MARK = 'KVPOOL_PROBE_RESULT '
+
+# The store client, run as `python -c CLIENT '<json args>'`. Phase 1 (connect + put/get) is bounded by SIGALRM's
+# default action, which ends the process even inside a blocking C++ call. The holder then serves its segment
+# until SIGTERM, a stop file, or the hold deadline, and removes the object on the way out.
+CLIENT = r'''
+import hashlib, json, os, signal, sys, time
+a = json.loads(sys.argv[1])
+def emit(res):
+    line = "KVPOOL_PROBE_RESULT " + json.dumps(res)
+    if a.get("result_file"):
+        tmp = a["result_file"] + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(line + "\n")
+        os.rename(tmp, a["result_file"])
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+signal.alarm(max(1, int(a["timeout"])))
+try:
+    from mooncake.store import MooncakeDistributedStore
+except Exception as exc:
+    emit({"ok": False, "stage": "import", "error": "import mooncake.store failed: %s" % exc})
+    raise SystemExit(2)
+store = MooncakeDistributedStore()
+t0 = time.time()
+rc = store.setup(a["local_hostname"], a["metadata_server"], int(a["global_segment_size"]),
+                 int(a["local_buffer_size"]), a["protocol"], a["device_name"], a["master_server_address"])
+setup_ms = (time.time() - t0) * 1000.0
+if rc != 0:
+    emit({"ok": False, "stage": "setup", "rc": rc, "setup_ms": setup_ms,
+          "error": "store setup returned %s" % rc})
+    raise SystemExit(3)
+res = {"ok": True, "setup_ms": setup_ms, "pid": os.getpid()}
+if a["mode"] == "put":
+    data = os.urandom(int(a["size_bytes"]))
+    t0 = time.time()
+    rc = store.put(a["key"], data)
+    res["op_s"] = time.time() - t0
+    res["sha256"] = hashlib.sha256(data).hexdigest()
+    res["size"] = len(data)
+    if rc != 0:
+        res.update(ok=False, stage="put", rc=rc, error="put returned %s" % rc)
+    del data
+else:
+    t0 = time.time()
+    data = store.get(a["key"])
+    res["op_s"] = time.time() - t0
+    data = bytes(data) if data is not None else b""
+    res["size"] = len(data)
+    res["sha256"] = hashlib.sha256(data).hexdigest()
+    if not data:
+        res.update(ok=False, stage="get", error="get returned no data (key not found)")
+signal.alarm(0)
+emit(res)
+if a["mode"] != "put" or not res["ok"]:
+    store.close()
+    raise SystemExit(0 if res["ok"] else 4)
+stop = {"now": False}
+def on_signal(signum, frame):
+    stop["now"] = True
+signal.signal(signal.SIGTERM, on_signal)
+signal.signal(signal.SIGINT, on_signal)
+deadline = time.time() + float(a["hold_seconds"])
+while not stop["now"] and time.time() < deadline and not os.path.exists(a["stop_file"]):
+    time.sleep(0.05)
+try:
+    store.remove(a["key"])
+finally:
+    store.close()
+'''
+
+
+def safe_name(key):
+    return re.sub(r'[^A-Za-z0-9_.-]', '_', key)[:120] + '-' + hashlib.sha256(key.encode('utf-8')).hexdigest()[:8]
+
+
+def round_up_mib(nbytes):
+    return ((int(nbytes) + _mooncake.MIB - 1) // _mooncake.MIB) * _mooncake.MIB
+
+
+def parse_result(text):
+    """The client's result dict from its output (the last marked line), or None."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    found = None
+    for line in (text or '').splitlines():
+        if line.startswith(MARK):
+            try:
+                found = json.loads(line[len(MARK):])
+            except ValueError:
+                pass
+    return found
+
+
+def figures(res, size):
+    op_s = max(float(res.get('op_s') or 0.0), 1e-9)
+    return {
+        'latency_ms': round(op_s * 1000.0, 3),
+        'throughput_MBps': round(float(size) / op_s / 1e6, 1),
+        'setup_ms': round(float(res.get('setup_ms') or 0.0), 1),
+    }
+
+
+def load_config(module, target, path, who):
+    raw = target.read_file(path)
+    if raw is None:
+        module.fail_json(msg='%s: %s not found in %s; write it first (role ascend.kvpool.mooncake_config)'
+                             % (who, path, target.describe()))
+    try:
+        cfg = json.loads(raw.decode('utf-8', 'replace'))
+    except ValueError as exc:
+        module.fail_json(msg='%s: %s is not valid JSON: %s' % (who, path, exc))
+    if not isinstance(cfg, dict) or not cfg.get('master_server_address'):
+        module.fail_json(msg='%s: %s has no master_server_address' % (who, path))
+    return cfg
+
+
+def client_sizes(module, cfg, who):
+    p = module.params
+    if p['use_config_sizes']:
+        try:
+            seg = _mooncake.parse_size(cfg.get('global_segment_size', 0))
+            buf = _mooncake.parse_size(cfg.get('local_buffer_size', _mooncake.GIB))
+        except ValueError as exc:
+            module.fail_json(msg='%s: %s: %s' % (who, p['config_path'], exc))
+        if p['mode'] == 'get':
+            seg = 0
+        return seg, max(buf, round_up_mib(p['size_bytes'] * 2))
+    seg = max(64 * _mooncake.MIB, round_up_mib(p['size_bytes'] * 2)) if p['mode'] == 'put' else 0
+    return seg, max(16 * _mooncake.MIB, round_up_mib(p['size_bytes'] * 2))
+
+
+def check_master(module, address, who):
+    try:
+        hp = _mooncake.parse_master_address(address)
+    except ValueError as exc:
+        module.fail_json(msg='%s: %s' % (who, exc))
+    if hp is None:
+        return
+    if not tcp_open(hp[0], hp[1], timeout=module.params['master_connect_timeout']):
+        module.fail_json(msg='%s: cannot reach the Mooncake master at %s (no TCP connection within %s s). Is it '
+                             'running (role ascend.kvpool.mooncake_master), is master_server_address in %s right, '
+                             'and is the port open between the nodes?'
+                             % (who, address, module.params['master_connect_timeout'], module.params['config_path']),
+                         master_server_address=address)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type='str', choices=['put', 'get', 'remove'], required=True),
+            key=dict(type='str', required=True, no_log=False),
+            config_path=dict(type='path', default='/etc/ascend-kvpool/mooncake.json'),
+            size_bytes=dict(type='int', default=1048576),
+            expected_sha256=dict(type='str'),
+            local_hostname=dict(type='str'),
+            node_name=dict(type='str'),
+            protocol=dict(type='str'),
+            use_config_sizes=dict(type='bool', default=False),
+            timeout=dict(type='float', default=60),
+            hold_seconds=dict(type='float', default=600),
+            master_connect_timeout=dict(type='float', default=3),
+            python=dict(type='str', default='python3'),
+            container=dict(type='str'),
+            state_dir=dict(type='path', default='/var/lib/ascend-kvpool/probe'),
+            poll_interval=dict(type='float', default=0.1),
+        ),
+        required_if=[('mode', 'put', ('local_hostname',)), ('mode', 'get', ('local_hostname',))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    who = p['node_name'] or p['local_hostname'] or 'this node'
+    if p['size_bytes'] < 1:
+        module.fail_json(msg='size_bytes must be at least 1, got %d' % p['size_bytes'])
+    base = '%s/%s' % (p['state_dir'].rstrip('/'), safe_name(p['key']))
+    pid_path, log_path, result_path, stop_path = base + '.pid', base + '.log', base + '.result', base + '.stop'
+    result = dict(changed=False, key=p['key'], mode=p['mode'])
+
+    if module.check_mode:
+        result['msg'] = 'check mode: the probe (%s of %s) was not run' % (p['mode'], p['key'])
+        module.exit_json(**result)
+
+    target = ProcessTarget(module, p['container'], docker=module.get_bin_path('docker') or 'docker')
+    try:
+        target.check_container()
+    except ProcError as exc:
+        module.fail_json(msg='%s: %s' % (who, exc))
+
+    if p['mode'] == 'remove':
+        pid = target.read_pid(pid_path)
+        try:
+            how = target.stop(pid, timeout=10, interval=p['poll_interval']) if pid else 'gone'
+            for path in (pid_path, result_path, stop_path, log_path, log_path + '.1'):
+                target.remove_file(path)
+        except ProcError as exc:
+            module.fail_json(msg='%s: could not stop the probe holder: %s' % (who, exc))
+        result.update(changed=how != 'gone', holder_pid=pid, log_path=log_path)
+        module.exit_json(**result)
+
+    cfg = load_config(module, target, p['config_path'], who)
+    address = cfg['master_server_address']
+    result['master_server_address'] = address
+    seg, buf = client_sizes(module, cfg, who)
+    python = target.which(p['python'], ['/usr/local/python3*/bin', '/opt/*/bin'])
+    if not python:
+        module.fail_json(msg='%s: %s not found in %s; set python to an interpreter that can import mooncake.store'
+                             % (who, p['python'], target.describe()))
+    args = {
+        'mode': p['mode'], 'key': p['key'], 'size_bytes': p['size_bytes'], 'timeout': p['timeout'],
+        'local_hostname': p['local_hostname'], 'metadata_server': cfg.get('metadata_server') or 'P2PHANDSHAKE',
+        'protocol': p['protocol'] or cfg.get('protocol') or 'tcp', 'device_name': cfg.get('device_name') or '',
+        'master_server_address': address, 'global_segment_size': seg, 'local_buffer_size': buf,
+    }
+    check_master(module, address, who)
+
+    if p['mode'] == 'get':
+        rc, out, err = target.run([python, '-c', CLIENT, json.dumps(args)])
+        res = parse_result(out)
+        if res is None:
+            why = ('timed out after %s s' % p['timeout']) if rc in (-14, 142) else 'ended with rc %s' % rc
+            module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
+                                 % (who, why, p['key'], _mooncake.log_excerpt((err or '') + (out or ''), 20)), **result)
+        if not res.get('ok'):
+            module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
+                                 % (who, p['local_hostname'], p['key'], address, res.get('error'),
+                                    _mooncake.log_excerpt(err, 20)), **result)
+        result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
+        if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
+            module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
+                                 % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
+                                    p['expected_sha256']), **result)
+        module.exit_json(**result)
+
+    # put: a detached holder keeps the writer's segment (and so the object) in the pool.
+    try:
+        old = target.read_pid(pid_path)
+        if old:
+            target.stop(old, timeout=10, interval=p['poll_interval'])
+        for path in (result_path, stop_path):
+            target.remove_file(path)
+        args.update(result_file=result_path, stop_file=stop_path, hold_seconds=p['hold_seconds'])
+        argv = [python, '-c', CLIENT, json.dumps(args)]
+        pid = target.start(argv, pid_path, log_path)
+    except ProcError as exc:
+        module.fail_json(msg='%s: could not start the probe writer: %s' % (who, exc))
+    result.update(changed=True, holder_pid=pid, log_path=log_path)
+
+    state = {'res': None}
+
+    def reported():
+        state['res'] = parse_result(target.read_file(result_path))
+        return state['res'] is not None
+
+    started = time.monotonic()
+    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'], alive=lambda: target.pid_alive(pid))
+    if not wait['ready'] and wait['died']:
+        reported()  # it may have written its result just before exiting
+    res = state['res']
+    if res is None or not res.get('ok'):
+        tail = _mooncake.log_excerpt(target.read_file(log_path), 20)
+        target.stop(pid, timeout=5, interval=p['poll_interval'], pid_file=pid_path)
+        result['changed'] = False  # the writer was stopped again: nothing is left behind but its log
+        why = res.get('error') if res else ('no result after %.1f s' % (time.monotonic() - started))
+        module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s. Last lines of %s:\n%s'
+                             % (who, p['local_hostname'], p['key'], address, why, log_path, tail), **result)
+    result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

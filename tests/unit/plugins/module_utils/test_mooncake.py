@@ -1,0 +1,248 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure Mooncake helpers: sizes, memory fit, master address, master argv and fingerprint, logs."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake as mc
+
+GIB = 1024 ** 3
+
+
+# --- sizes ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('value,expected', [
+    (107374182400, 100 * GIB),            # the guide's global_segment_size
+    ('107374182400', 100 * GIB),
+    ('100GB', 100 * GIB),
+    ('100 GB', 100 * GIB),
+    ('100gb', 100 * GIB),
+    ('100GiB', 100 * GIB),
+    ('100G', 100 * GIB),
+    (' 1TB ', 1024 * GIB),
+    ('512MB', 512 * 1024 ** 2),
+    ('1.5GB', 1536 * 1024 ** 2),
+    ('4KB', 4096),
+    ('10B', 10),
+    (0, 0),
+    (2.0, 2),
+])
+def test_parse_size(value, expected):
+    assert mc.parse_size(value) == expected
+
+
+@pytest.mark.parametrize('value', ['', 'GB', '100 XB', '-1GB', 'ten', '1.0000000001B', True, None, -5, 1.5, [1]])
+def test_parse_size_rejects(value):
+    with pytest.raises(ValueError):
+        mc.parse_size(value)
+
+
+@pytest.mark.parametrize('value,gib', [('100GB', 100), (107374182400, 100), ('1GB', 1), ('2048MB', 2), ('1TB', 1024)])
+def test_whole_gib_sizes_pass(value, gib):
+    res = mc.check_gib_size(value, 'mooncake_config_global_segment_size')
+    assert res == {'ok': True, 'bytes': gib * GIB, 'gib': gib, 'error': ''}
+    assert mc.parse_gib_size(value, 'x') == gib * GIB
+
+
+@pytest.mark.parametrize('value,hint', [
+    ('1.5GB', '"1GB" or "2GB"'),
+    (107374182401, '"100GB" or "101GB"'),
+    ('512MB', '"1GB"'),
+    ('100000000000', '"93GB" or "94GB"'),   # 100 GB decimal is not 100 GiB
+])
+def test_non_gib_sizes_are_rejected_with_a_fix(value, hint):
+    res = mc.check_gib_size(value, 'mooncake_config_global_segment_size')
+    assert not res['ok']
+    assert res['error'].startswith('mooncake_config_global_segment_size: ')
+    assert 'not a whole number of GiB' in res['error']
+    assert hint in res['error']
+    with pytest.raises(ValueError, match='whole number of GiB'):
+        mc.parse_gib_size(value, 'mooncake_config_global_segment_size')
+
+
+def test_zero_and_garbage_sizes():
+    assert 'zero' in mc.check_gib_size(0, 'n')['error']
+    assert mc.check_gib_size(0, 'n', allow_zero=True)['ok']
+    res = mc.check_gib_size('lots', 'mooncake_config_local_buffer_size')
+    assert not res['ok'] and res['error'].startswith('mooncake_config_local_buffer_size: ')
+
+
+@pytest.mark.parametrize('nbytes,text', [(100 * GIB, '100 GiB'), (int(23.4 * GIB), '23.4 GiB'), (0, '0 GiB')])
+def test_format_gib(nbytes, text):
+    assert mc.format_gib(nbytes) == text
+
+
+# --- memory ----------------------------------------------------------------------------------------------------------
+MEMINFO = """MemTotal:       24591736 kB
+MemFree:         1021352 kB
+MemAvailable:   20512300 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+"""
+
+
+def test_parse_meminfo():
+    info = mc.parse_meminfo(MEMINFO)
+    assert info['MemTotal'] == 24591736 * 1024
+    assert info['HugePages_Total'] == 0
+    assert info['Hugepagesize'] == 2048 * 1024
+    assert mc.parse_meminfo('') == {}
+
+
+def test_memory_fit_of_the_guide_needs_404_gib():
+    # TP 4 x (100 GiB + 1 GiB) = 404 GiB per instance: an Atlas 800T A2 with 1.5 TiB fits, a 256 GiB host not.
+    big = mc.memory_fit(4, 100 * GIB, GIB, 1536 * GIB)
+    assert big['ok'] and big['pool_bytes'] == 404 * GIB and big['needed_gib'] == 404.0
+    small = mc.memory_fit(4, 100 * GIB, GIB, 256 * GIB, reserve=8 * GIB)
+    assert not small['ok']
+    assert small['needed_gib'] == 412.0 and small['available_gib'] == 256.0 and small['shortfall_gib'] == 156.0
+
+
+def test_memory_fit_is_inclusive_and_counts_instances():
+    assert mc.memory_fit(1, GIB, GIB, 2 * GIB)['ok']
+    assert not mc.memory_fit(1, GIB, GIB, 2 * GIB - 1)['ok']
+    assert mc.memory_fit(2, GIB, GIB, 8 * GIB, instances=2)['needed_bytes'] == 8 * GIB
+
+
+def test_memory_fit_message_names_host_needed_available_and_fix():
+    fit = mc.memory_fit(4, 64 * GIB, GIB, int(23.4 * GIB), reserve=8 * GIB)
+    msg = mc.memory_fit_message('node1', fit, 4, 64 * GIB, GIB, reserve=8 * GIB)
+    assert msg.startswith('node1: ')
+    assert 'TP 4 x (global_segment_size 64 GiB + local_buffer_size 1 GiB) + reserve 8 GiB' in msg
+    assert 'needs 268.0 GiB' in msg and 'MemTotal is 23.4 GiB' in msg
+    assert 'mooncake_config_global_segment_size' in msg
+
+
+# --- master address --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('host,port,ha,eps,expected', [
+    ('90.90.100.188', 50088, False, None, '90.90.100.188:50088'),
+    ('node1', 50051, False, None, 'node1:50051'),
+    ('fd00::1', 50088, False, None, '[fd00::1]:50088'),
+    ('ignored', 50088, True, ['10.0.0.1:2379', '10.0.0.2:2379'], 'etcd://10.0.0.1:2379;10.0.0.2:2379'),
+    (None, 50088, True, '10.0.0.1:2379; 10.0.0.2:2379,', 'etcd://10.0.0.1:2379;10.0.0.2:2379'),
+    (None, 50088, True, ['etcd://e1:2379'], 'etcd://e1:2379'),
+])
+def test_render_master_address(host, port, ha, eps, expected):
+    assert mc.render_master_address(host, port, ha, eps) == expected
+
+
+def test_render_master_address_rejects():
+    with pytest.raises(ValueError, match='etcd endpoint'):
+        mc.render_master_address('h', 1, True, [])
+    with pytest.raises(ValueError, match='empty'):
+        mc.render_master_address('  ', 1)
+
+
+@pytest.mark.parametrize('address,expected', [
+    ('172.31.250.11:50088', ('172.31.250.11', 50088)),
+    ('[fd00::1]:50088', ('fd00::1', 50088)),
+    ('etcd://a:2379;b:2379', None),
+])
+def test_parse_master_address(address, expected):
+    assert mc.parse_master_address(address) == expected
+
+
+def test_parse_master_address_rejects():
+    with pytest.raises(ValueError, match='not host:port'):
+        mc.parse_master_address('node1')
+
+
+# --- argv and fingerprint --------------------------------------------------------------------------------------------
+GUIDE = dict(port=50088, rpc_address=None, metrics_port=9003, eviction_high_watermark_ratio=0.95, eviction_ratio=0.05,
+             max_threads=None, client_ttl=None, default_kv_lease_ttl=None, enable_ha=False, etcd_endpoints=[],
+             enable_http_metadata_server=False)
+
+
+def argv_of(**changes):
+    params = dict(GUIDE, **changes)
+    return mc.build_master_argv('/usr/local/bin/mooncake_master', mc.master_settings(params),
+                                params.get('extra_args'))
+
+
+def test_guide_argv():
+    assert argv_of() == ['/usr/local/bin/mooncake_master', '--port=50088', '--metrics_port=9003',
+                         '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05']
+
+
+def test_every_flag_in_a_stable_order():
+    argv = argv_of(rpc_address='10.0.0.5', max_threads=32, client_ttl=120, default_kv_lease_ttl=30000,
+                   enable_ha=True, etcd_endpoints=['e1:2379', 'e2:2379'], enable_http_metadata_server=True,
+                   extra_args=['--allocation_strategy=free_ratio_first'])
+    assert argv[1:] == ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
+                        '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--max_threads=32',
+                        '--client_ttl=120', '--default_kv_lease_ttl=30000', '--enable_ha=true',
+                        '--etcd_endpoints=e1:2379;e2:2379', '--enable_http_metadata_server=true',
+                        '--allocation_strategy=free_ratio_first']
+
+
+def test_off_switches_and_blank_address_are_left_out():
+    argv = argv_of(rpc_address='  ', etcd_endpoints=['e1:2379'])  # endpoints without HA are not passed
+    assert argv == argv_of()
+
+
+@pytest.mark.parametrize('value,text', [(0.95, '0.95'), (1.0, '1'), (0.0, '0'), (0.1 + 0.2, '0.3'), (True, 'true'),
+                                        (False, 'false'), (50088, '50088'), (['a', 'b'], 'a;b')])
+def test_format_flag_value(value, text):
+    assert mc.format_flag_value(value) == text
+
+
+def test_fingerprint_changes_only_when_settings_change():
+    base = mc.fingerprint(argv_of())
+    assert base == mc.fingerprint(argv_of())
+    assert base == mc.fingerprint(argv_of(eviction_ratio=0.05000000001))  # same flag text, same master
+    assert len(base) == 64
+    different = [
+        argv_of(eviction_ratio=0.1),
+        argv_of(eviction_high_watermark_ratio=0.9),
+        argv_of(port=50051),
+        argv_of(metrics_port=9004),
+        argv_of(max_threads=8),
+        argv_of(extra_args=['--x=1']),
+        ['/opt/other/mooncake_master'] + argv_of()[1:],
+    ]
+    prints = set(mc.fingerprint(a) for a in different)
+    assert base not in prints and len(prints) == len(different)
+    assert mc.fingerprint(argv_of(extra_args=['--a', '--b'])) != mc.fingerprint(argv_of(extra_args=['--b', '--a']))
+
+
+def test_settings_text_for_the_diff():
+    assert mc.settings_text(None) == 'state: stopped\n'
+    text = mc.settings_text(argv_of())
+    assert text.splitlines()[:2] == ['state: running', 'binary: /usr/local/bin/mooncake_master']
+    assert '  --eviction_ratio=0.05' in text.splitlines()
+
+
+@pytest.mark.parametrize('addr,host', [(None, '127.0.0.1'), ('0.0.0.0', '127.0.0.1'), ('::', '127.0.0.1'),
+                                       ('10.0.0.5', '10.0.0.5'), ('[fd00::1]', 'fd00::1')])
+def test_probe_host(addr, host):
+    assert mc.probe_host(addr) == host
+
+
+# --- logs ------------------------------------------------------------------------------------------------------------
+MASTER_LOG = """WARNING: Logging before InitGoogleLogging() is written to STDERR
+W1129 17:37:04.280689  4682 master.cpp:744] port is deprecated, use rpc_port instead
+I1129 17:37:04.280807  4682 master.cpp:1522] Master service started on port 50088, max_threads=2
+E1129 17:37:04.290000  4682 rpc_service.cpp:88] Failed to bind port 50088: Address already in use
+F1129 17:37:04.290100  4682 master.cpp:173] Mem eviction ratio must be between 0.0 and 1.0
+*** Check failure stack trace: ***
+"""
+
+
+def test_tail_lines():
+    assert mc.tail_lines(MASTER_LOG, 2) == 'F1129 17:37:04.290100  4682 master.cpp:173] Mem eviction ratio must be ' \
+                                           'between 0.0 and 1.0\n*** Check failure stack trace: ***'
+    assert mc.tail_lines(MASTER_LOG.encode(), 1) == '*** Check failure stack trace: ***'
+    assert mc.tail_lines('', 5) == '' and mc.tail_lines(None, 5) == ''
+    assert len(mc.tail_lines('x' * 10000, 5, max_chars=100)) == 100
+
+
+def test_log_errors_and_excerpt():
+    errors = mc.log_errors(MASTER_LOG)
+    assert [e[:5] for e in errors] == ['E1129', 'F1129']
+    excerpt = mc.log_excerpt(MASTER_LOG)
+    assert 'Master service started' not in excerpt and 'InitGoogleLogging' not in excerpt
+    assert 'W1129' in excerpt and 'Address already in use' in excerpt
