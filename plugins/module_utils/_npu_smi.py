@@ -77,6 +77,15 @@ def driver_error_message(raw):
     return "NPU driver not loaded or not answering (npu-smi cannot initialise dcmi): %s" % raw.strip()
 
 
+def health_row(text, npu, health):
+    """The table row of ``npu info`` that carries this NPU's Health (the operator's raw line), or None."""
+    pattern = re.compile(r"^\|\s*%d\s+\S.*\|\s*%s\s*\|" % (int(npu), re.escape(str(health))), re.I)
+    for line in _text(text).split("\n"):
+        if pattern.match(line.strip()):
+            return line.strip()
+    return None
+
+
 def judge_health(health):
     """Only ``OK`` (any case, blanks ignored) is healthy; ``Warning``, ``Alarm``, ``Critical``... are not."""
     if health is None:

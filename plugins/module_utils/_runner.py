@@ -8,20 +8,52 @@ hccn_tool answers one device per call and real drivers take tens of milliseconds
 answer, so the modules fan out every (device, query) pair over a thread pool instead of
 looping like the guide's ``for i in {0..7}`` shell loops. Answers that ``retry_if``
 accepts (e.g. ``hccn_tool is busy, please try again.``) are retried with a short backoff.
+
+Commands run as argv lists (never a shell) with ``LANG=C``/``LC_ALL=C``, through
+``subprocess.Popen.communicate`` rather than ``AnsibleModule.run_command``: run_command's
+select loop gives up reading when its 1 s select times out and the child exits just before
+``poll()`` (ansible/ansible#51393), which drops the whole answer of a child that was slow to
+start. With dozens of children at once on a loaded node that happened to about 1 call in 300
+here; ``communicate`` reads until end of file and has no such window.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
+DEFAULT_TIMEOUT = 120
 
 
-def run_one(module, argv, retry_if=None, retries=5, retry_delay=0.1):
-    """Run one argv with LANG=C; retry while ``retry_if(stdout, stderr)`` is true.
+def execute(argv, timeout=DEFAULT_TIMEOUT):
+    """Run one argv list with the C locale; return (rc, stdout, stderr) as text.
+
+    A command that outlives ``timeout`` seconds is killed and reported with rc -9.
+    """
+    env = dict(os.environ)
+    env.update(C_LOCALE)
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, close_fds=True, env=env)
+    except OSError as e:
+        return 127, '', '%s: %s' % (argv[0], e.strerror or e)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        err = (err or b'') + (b'\n(killed after %d s)' % int(timeout))
+        return -9, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+    return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+
+
+def run_one(argv, retry_if=None, retries=5, retry_delay=0.1, timeout=DEFAULT_TIMEOUT):
+    """Run one argv; retry while ``retry_if(stdout, stderr)`` is true.
 
     Returns a dict with argv, rc, stdout, stderr, attempts and elapsed_ms.
     """
@@ -29,28 +61,28 @@ def run_one(module, argv, retry_if=None, retries=5, retry_delay=0.1):
     attempts = 0
     while True:
         attempts += 1
-        rc, out, err = module.run_command(list(argv), environ_update=dict(C_LOCALE))
+        rc, out, err = execute(argv, timeout)
         if retry_if is None or attempts > retries or not retry_if(out, err):
             break
         time.sleep(retry_delay * attempts)
     return {
         'argv': list(argv),
         'rc': rc,
-        'stdout': out or '',
-        'stderr': err or '',
+        'stdout': out,
+        'stderr': err,
         'attempts': attempts,
         'elapsed_ms': round((time.monotonic() - started) * 1000.0, 1),
     }
 
 
-def run_parallel(module, argvs, max_workers=32, retry_if=None, retries=5, retry_delay=0.1):
+def run_parallel(argvs, max_workers=32, retry_if=None, retries=5, retry_delay=0.1, timeout=DEFAULT_TIMEOUT):
     """Run a list of argv lists concurrently; results come back in the same order."""
     argvs = [list(a) for a in argvs]
     if not argvs:
         return []
     workers = max(1, min(int(max_workers), len(argvs)))
     if workers == 1:
-        return [run_one(module, a, retry_if, retries, retry_delay) for a in argvs]
+        return [run_one(a, retry_if, retries, retry_delay, timeout) for a in argvs]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_one, module, a, retry_if, retries, retry_delay) for a in argvs]
+        futures = [pool.submit(run_one, a, retry_if, retries, retry_delay, timeout) for a in argvs]
         return [f.result() for f in futures]

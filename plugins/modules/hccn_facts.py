@@ -53,8 +53,15 @@ options:
     type: path
   npu_smi_path:
     description:
-      - Path of C(npu-smi), used only to discover the NPUs when O(devices) is omitted.
+      - Path of C(npu-smi), used to discover the NPUs when O(devices) is omitted and for O(npu_health).
     type: path
+  npu_health:
+    description:
+      - Also read C(npu-smi info) in the same fan-out and report each queried NPU whose Health is not C(OK)
+        (check C(npu_health)) and a driver that C(npu-smi) cannot open (check C(driver)).
+      - Saves a separate M(ascend.kvpool.npu_smi_facts) round trip when only health matters.
+    type: bool
+    default: false
   hccn_conf_path:
     description: The HCCN configuration file to parse and compare with the live addresses.
     type: path
@@ -73,6 +80,10 @@ options:
     description: How many times a query answered C(hccn_tool is busy) is retried (with a short backoff).
     type: int
     default: 5
+  command_timeout:
+    description: Seconds after which one C(hccn_tool) or C(npu-smi) call is killed and reported as failed.
+    type: int
+    default: 60
 notes:
   - Device ids are bounded to 0-15 (an Atlas 800T A2 has 8 NPUs, A3 nodes 16).
 seealso:
@@ -191,11 +202,11 @@ def finding(npu, check, verdict):
     }
 
 
-def discover_devices(module, npu_smi_path):
+def discover_devices(npu_smi_path, timeout):
     """Return (device ids, node-wide findings)."""
     findings = []
     if npu_smi_path:
-        res = run_one(module, [npu_smi_path, 'info', '-l'])
+        res = run_one([npu_smi_path, 'info', '-l'], timeout=timeout)
         text = res['stdout'] + '\n' + res['stderr']
         drv = _npu_smi.driver_error(text)
         if drv:
@@ -217,6 +228,21 @@ def discover_devices(module, npu_smi_path):
                      'message': 'no NPU found (npu-smi lists none and there is no /dev/davinci<N>); '
                                 'load the driver or set devices', 'raw': None})
     return [], findings
+
+
+def npu_health_findings(res, device_ids):
+    """Findings from ``npu-smi info``: the driver, and the Health of the queried NPUs."""
+    drv = _npu_smi.driver_error(res['stdout'] + '\n' + res['stderr'])
+    if drv:
+        return [{'npu': None, 'check': 'driver', 'ok': False, 'state': 'error',
+                 'message': _npu_smi.driver_error_message(drv), 'raw': drv}]
+    out = []
+    for npu in _npu_smi.parse_info(res['stdout']).get('npus') or []:
+        if npu['npu'] in device_ids and not _npu_smi.judge_health(npu.get('health')):
+            out.append({'npu': npu['npu'], 'check': 'npu_health', 'ok': False, 'state': 'fail',
+                        'message': 'npu-smi Health is %s (only OK is healthy)' % npu.get('health'),
+                        'raw': _npu_smi.health_row(res['stdout'], npu['npu'], npu.get('health'))})
+    return out
 
 
 def read_hccn_conf(path, live_ips):
@@ -260,10 +286,12 @@ def main():
             checks=dict(type='list', elements='str', choices=list(QUERY_NAMES), default=list(QUERY_NAMES)),
             hccn_tool_path=dict(type='path'),
             npu_smi_path=dict(type='path'),
+            npu_health=dict(type='bool', default=False),
             hccn_conf_path=dict(type='path', default='/etc/hccn.conf'),
             transient_wait=dict(type='float', default=0),
             max_workers=dict(type='int', default=64),
             busy_retries=dict(type='int', default=5),
+            command_timeout=dict(type='int', default=60),
         ),
         supports_check_mode=True,
     )
@@ -283,17 +311,26 @@ def main():
 
     started = time.monotonic()
     node_findings = []
+    npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=NPU_SMI_DIRS)
     if p['devices']:
         device_ids = sorted(set(p['devices']))
     else:
-        npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=NPU_SMI_DIRS)
-        device_ids, node_findings = discover_devices(module, npu_smi)
+        device_ids, node_findings = discover_devices(npu_smi, p['command_timeout'])
+    if p['npu_health'] and not npu_smi:
+        module.fail_json(msg='npu_health needs npu-smi, which is not on this host (looked on PATH and in %s); '
+                             'set npu_smi_path or npu_health: false' % ', '.join(NPU_SMI_DIRS))
 
     checks = [c for c in QUERY_NAMES if c in p['checks']]
     argv_tail = dict(_hccn.QUERIES)
     pairs = [(d, c) for d in device_ids for c in checks]
-    results = run_parallel(module, [[tool, '-i', str(d)] + list(argv_tail[c]) for d, c in pairs],
-                           max_workers=p['max_workers'], retry_if=_hccn.is_busy, retries=p['busy_retries'])
+    argvs = [[tool, '-i', str(d)] + list(argv_tail[c]) for d, c in pairs]
+    health_wanted = p['npu_health'] and bool(device_ids)
+    if health_wanted:
+        argvs.append([npu_smi, 'info'])
+    results = run_parallel(argvs, max_workers=p['max_workers'], retry_if=_hccn.is_busy,
+                           retries=p['busy_retries'], timeout=p['command_timeout'])
+    if health_wanted:
+        node_findings.extend(npu_health_findings(results.pop(), device_ids))
 
     devices = dict((str(d), {}) for d in device_ids)
     kinds = dict((d, set()) for d in device_ids)
@@ -311,8 +348,9 @@ def main():
             if not pending:
                 break
             time.sleep(TRANSIENT_POLL)
-            again = run_parallel(module, [[tool, '-i', str(d)] + list(argv_tail['net_health']) for d in pending],
-                                 max_workers=p['max_workers'], retry_if=_hccn.is_busy, retries=p['busy_retries'])
+            again = run_parallel([[tool, '-i', str(d)] + list(argv_tail['net_health']) for d in pending],
+                                 max_workers=p['max_workers'], retry_if=_hccn.is_busy, retries=p['busy_retries'],
+                                 timeout=p['command_timeout'])
             for d, res in zip(pending, again):
                 verdict = _hccn.judge('net_health', res['rc'], res['stdout'], res['stderr'])
                 verdict['rc'] = res['rc']

@@ -69,6 +69,10 @@ options:
     description: How many times a ping answered C(hccn_tool is busy) is retried.
     type: int
     default: 5
+  command_timeout:
+    description: Seconds after which one ping is killed and reported as failed.
+    type: int
+    default: 60
 seealso:
   - module: ascend.kvpool.hccn_facts
 """
@@ -207,6 +211,7 @@ def main():
             per_device_concurrency=dict(type='int', default=1),
             max_workers=dict(type='int', default=64),
             busy_retries=dict(type='int', default=5),
+            command_timeout=dict(type='int', default=60),
         ),
         supports_check_mode=True,
     )
@@ -230,8 +235,9 @@ def main():
     results = [None] * len(targets)
 
     def run_lane(indexes):
-        answers = run_parallel(module, [ping_argv(tool, targets[i], p['pkt']) for i in indexes],
-                               max_workers=1, retry_if=_hccn.is_busy, retries=p['busy_retries'])
+        answers = run_parallel([ping_argv(tool, targets[i], p['pkt']) for i in indexes],
+                               max_workers=1, retry_if=_hccn.is_busy, retries=p['busy_retries'],
+                               timeout=p['command_timeout'])
         for i, res in zip(indexes, answers):
             results[i] = judge_pair(targets[i], res)
 

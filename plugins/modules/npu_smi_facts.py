@@ -105,22 +105,11 @@ busy_npus:
   elements: int
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
 
 NPU_SMI_DIRS = ['/usr/local/bin', '/usr/local/sbin', '/usr/local/Ascend/driver/tools']
-
-
-def health_row(text, npu, health):
-    """The table row that carries this NPU's Health (the operator's raw line), or None."""
-    pattern = re.compile(r'^\|\s*%d\s+\S.*\|\s*%s\s*\|' % (int(npu), re.escape(str(health))), re.I)
-    for line in (text or '').splitlines():
-        if pattern.match(line.strip()):
-            return line.strip()
-    return None
 
 
 def main():
@@ -133,7 +122,7 @@ def main():
         module.fail_json(msg='npu-smi not found on this host (looked on PATH and in %s); install the Ascend driver '
                              'or set npu_smi_path' % ', '.join(NPU_SMI_DIRS))
 
-    info, listing = run_parallel(module, [[tool, 'info'], [tool, 'info', '-l']])
+    info, listing = run_parallel([[tool, 'info'], [tool, 'info', '-l']])
     err = _npu_smi.driver_error('\n'.join([info['stdout'], info['stderr'], listing['stdout'], listing['stderr']]))
     if err:
         module.exit_json(changed=False, driver_loaded=False, driver_error=err,
@@ -162,7 +151,7 @@ def main():
         npus=npus,
         healthy_npus=sorted(set(n['npu'] for n in npus if n['healthy'])),
         unhealthy_npus=[{'npu': n['npu'], 'health': n.get('health'),
-                         'raw': health_row(info['stdout'], n['npu'], n.get('health'))}
+                         'raw': _npu_smi.health_row(info['stdout'], n['npu'], n.get('health'))}
                         for n in npus if not n['healthy']],
         processes=processes,
         busy_npus=sorted(set(pr['npu'] for pr in processes)),

@@ -3,7 +3,8 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.filter.npu_network import hccn_ping_targets, npu_network_report
+from ansible_collections.ascend.kvpool.plugins.filter.npu_network import hccn_ping_targets
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
 
 IPS = {
     'node1': {'0': '29.1.1.80', '1': '29.1.1.81'},
@@ -46,8 +47,8 @@ def _tls(switch):
 
 
 def test_healthy_report():
-    results = {n: {'npus': 8, 'findings': [], 'tls': {'0': _tls(0)}, 'ping': {'count': 8, 'failed_pairs': []},
-                   'npu_smi': {'driver_loaded': True, 'unhealthy_npus': []}} for n in ('node1', 'node2')}
+    results = {n: {'npus': 8, 'findings': [], 'tls': {'0': _tls(0)}, 'ping': {'count': 8, 'failed_pairs': []}}
+               for n in ('node1', 'node2')}
     rep = npu_network_report(results, ['node1', 'node2'], 'lab')
     assert rep['ok'] and rep['npus_checked'] == 16 and rep['pings'] == 16
     assert rep['summary'] == ['NPU network verification [lab]: 2 node(s), 16 NPU(s), 16 cross-node ping(s): '
@@ -61,7 +62,8 @@ def test_report_names_node_npu_check_and_raw_line():
                   'ping': {'count': 8, 'failed_pairs': [{'device': 3, 'address': '29.1.2.83', 'label': 'node2/npu3',
                                                          'message': 'Command execute failed!',
                                                          'raw': 'Command execute failed!'}]}},
-        'node2': {'npus': 8, 'npu_smi': {'driver_loaded': True, 'unhealthy_npus': [{'npu': 5, 'health': 'Alarm'}]}},
+        'node2': {'npus': 8, 'findings': [{'npu': 5, 'check': 'npu_health', 'message': 'npu-smi Health is Alarm',
+                                           'raw': '| 5     910B3     | Alarm  |'}]},
     }
     rep = npu_network_report(results, ['node1', 'node2', 'node3'])
     assert not rep['ok']
@@ -82,14 +84,6 @@ def test_tls_must_be_identical_on_all_nodes():
     rep = npu_network_report(results, ['node1', 'node2'])
     assert [(f['node'], f['npu'], f['check']) for f in rep['findings']] == [('node2', 7, 'tls_consistency')]
     assert 'tls switch[1]' in rep['findings'][0]['raw']
-
-
-def test_driver_named_once_when_both_tools_see_it():
-    results = {'node2': {'findings': [{'npu': None, 'check': 'driver', 'message': 'x',
-                                       'raw': 'dcmi module initialize failed. ret is -8005'}],
-                         'npu_smi': {'driver_loaded': False, 'driver_error': 'dcmi module initialize failed.'}}}
-    rep = npu_network_report(results, ['node2'])
-    assert [f['check'] for f in rep['findings']] == ['driver']
 
 
 def test_module_errors_are_findings():

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """hccn_facts, hccn_ping and npu_smi_facts over recorded real tool answers (fixtures of module_utils tests).
 
-run_command is replaced by a table of recorded answers keyed by the argv the module builds, so these tests
-check what the modules run (argv lists, LANG=C) and what they make of real output.
+The command executor of module_utils/_runner is replaced by a table of recorded answers keyed by the argv the
+module builds, so these tests check what the modules run (argv lists) and what they make of real output.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +18,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _runner
 from ansible_collections.ascend.kvpool.plugins.modules import hccn_facts, hccn_ping, npu_smi_facts
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import read_answer
 
@@ -38,7 +39,6 @@ class Node(object):
         self.smi_list = smi_list
         self.smi_info = smi_info
         self.calls = []
-        self.environ = []
         self.lock = threading.Lock()
 
     def answer(self, argv):
@@ -54,17 +54,16 @@ class Node(object):
                 name = name.pop(0) if len(name) > 1 else name[0]
         return read_answer(name)
 
-    def run_command(self, argv, environ_update=None, **kwargs):
+    def execute(self, argv, timeout=None):
         with self.lock:
             self.calls.append(list(argv))
-            self.environ.append(environ_update)
         a = self.answer(list(argv))
         return a['rc'], a['stdout'], a['stderr']
 
 
 def run_module(mod, args, node, monkeypatch, capsys, bins=None):
     bins = {'hccn_tool': TOOL, 'npu-smi': SMI} if bins is None else bins
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command', lambda self, argv, **kw: node.run_command(argv, **kw))
+    monkeypatch.setattr(_runner, 'execute', node.execute)
     monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', lambda self, name, *a, **kw: bins.get(name))
     if hasattr(mod, 'os'):
         monkeypatch.setattr(mod.os, 'access', lambda path, mode: path in bins.values())
@@ -92,7 +91,6 @@ def test_healthy_node_discovers_npus_and_runs_every_query(monkeypatch, capsys, c
     hccn_calls = [c for c in node.calls if c[0] == TOOL]
     assert len(hccn_calls) == 8 * 7
     assert [TOOL, '-i', '3', '-net_health', '-g'] in hccn_calls
-    assert all(e == {'LANG': 'C', 'LC_ALL': 'C'} for e in node.environ)
     assert res['ips']['0'] == '29.1.112.213'
     assert res['hccn_conf']['present'] and res['hccn_conf']['mismatches'] == []
 
@@ -189,3 +187,18 @@ def test_npu_smi_driver_not_loaded(monkeypatch, capsys):
     node = Node(smi_list='npu_smi_driver_error.txt', smi_info='npu_smi_driver_error.txt')
     res = run_module(npu_smi_facts, {}, node, monkeypatch, capsys)
     assert res['driver_loaded'] is False and 'dcmi' in res['driver_error']
+
+
+def test_npu_health_in_the_same_fan_out(monkeypatch, capsys, conf):
+    node = Node(smi_info='npu_smi_info_310b4_alarm.txt')  # a real table with an Alarm row
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'npu_health': True}, node, monkeypatch, capsys)
+    assert [SMI, 'info'] in node.calls
+    bad = [f for f in res['failed_checks'] if f['check'] == 'npu_health']
+    assert bad and all(f['raw'] and f['raw'].startswith('|') for f in bad)
+
+
+def test_npu_health_driver_error(monkeypatch, capsys, conf):
+    node = Node(smi_info='npu_smi_driver_error.txt')
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'npu_health': True, 'devices': [0]}, node,
+                     monkeypatch, capsys)
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(None, 'driver')]

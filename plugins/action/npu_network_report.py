@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin of ascend.kvpool.npu_network_report: merges every node's results into one report and writes it
+as JSON on the controller, in the controller's own process (no module is shipped anywhere)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
+
+ARGUMENT_SPEC = dict(
+    result_var=dict(type='str', default='npu_network_node_result'),
+    hosts=dict(type='list', elements='str'),
+    all_hosts=dict(type='list', elements='str'),
+    label=dict(type='str', default=''),
+    path=dict(type='path'),
+)
+
+
+def _plain(value):
+    """Templated host variables as plain JSON data."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        del validation
+        hostvars = task_vars['hostvars']
+        hosts = args['hosts'] if args['hosts'] is not None else task_vars.get('ansible_play_hosts', [])
+        all_hosts = args['all_hosts']
+        if all_hosts is None:
+            all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
+        node_results = {}
+        for host in hosts:
+            host_vars = hostvars.get(host) or {}
+            if args['result_var'] in host_vars:
+                node_results[host] = _plain(host_vars[args['result_var']])
+        report = npu_network_report(node_results, all_hosts, args['label'])
+        result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'])
+        if args['path']:
+            path = os.path.abspath(os.path.expanduser(args['path']))
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp_path = path + '.tmp'
+                with open(tmp_path, 'w') as handle:
+                    handle.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
+                os.replace(tmp_path, path)
+            except OSError as e:
+                raise AnsibleActionFail('cannot write the report to %s: %s (set npu_network_report_path)'
+                                        % (path, e.strerror or e)) from e
+            result['path'] = path
+        return result

@@ -1,0 +1,89 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: npu_network_report
+short_description: Merge the NPU network findings of every node into one report on the controller
+version_added: 0.1.0
+description:
+  - Reads each host's result variable (set by the role M(ascend.kvpool.npu_network) from
+    M(ascend.kvpool.hccn_facts) and M(ascend.kvpool.hccn_ping)), adds the cross-node checks (TLS identical on all
+    nodes, hosts that did not answer) and returns one report whose C(summary) names node, NPU, check and raw line
+    of every problem.
+  - Writes the report as JSON to O(path) on the controller. This is an action plugin, it runs in the controller's
+    own process whatever host the task targets, and nothing is sent to a node.
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+attributes:
+  check_mode:
+    support: full
+    description: Reads host variables only; the JSON report is an output of the run and is written in check mode too.
+  diff_mode:
+    support: none
+    description: Nothing on a node changes.
+  idempotent:
+    support: full
+    description: The same findings give the same report.
+options:
+  result_var:
+    description: Name of the host variable that holds each node's results.
+    type: str
+    default: npu_network_node_result
+  hosts:
+    description: Hosts whose results are merged; default the hosts of the play that are still running.
+    type: list
+    elements: str
+  all_hosts:
+    description: Every host the play started with; those without results are reported as not answering.
+    type: list
+    elements: str
+  label:
+    description: Free text shown in the summary and stored in the report.
+    type: str
+    default: ""
+  path:
+    description: Controller path of the JSON report; not written when omitted.
+    type: path
+seealso:
+  - module: ascend.kvpool.hccn_facts
+  - module: ascend.kvpool.hccn_ping
+"""
+
+EXAMPLES = r"""
+- name: Merge the findings of the play
+  ascend.kvpool.npu_network_report:
+    path: "{{ playbook_dir }}/reports/npu_network.json"
+  run_once: true
+  register: report
+"""
+
+RETURN = r"""
+ok:
+  description: True when nothing is wrong.
+  returned: always
+  type: bool
+report:
+  description: The report (C(ok), C(label), C(nodes), C(npus_checked), C(pings), C(findings), C(summary)).
+  returned: always
+  type: dict
+summary:
+  description: The summary lines, first the totals, then one line per finding.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "NPU network verification: 2 node(s), 16 NPU(s), 16 cross-node ping(s): 1 problem(s)"
+    - "node2      npu3   link             link is DOWN | raw: link status: DOWN"
+path:
+  description: Where the JSON report was written.
+  returned: when O(path) is given
+  type: str
+"""
