@@ -51,8 +51,12 @@ sim-down:
 verify: sim-up
 	$(BIN)/ansible-playbook verify_network.yml -i inventories/sim
 
-demo: verify
-	@echo "demo: report written to reports/npu_network.json"
+# The main job on the mock cluster: network check, master, pool, two instances sharing it, then the benchmark.
+demo: sim-up
+	$(BIN)/ansible-playbook site.yml -i inventories/sim
+	$(BIN)/ansible-playbook benchmark.yml -i inventories/sim
+	@echo "demo: reports in reports/: npu_network.json, vllm_instances.json,"
+	@echo "      kvpool_benchmark.md (table), kvpool_benchmark.json, kvpool_benchmark.png (chart)"
 
 lint: venv
 	$(BIN)/yamllint -s .
@@ -79,6 +83,7 @@ test: lint sanity unit equipment molecule
 
 bench: sim-up
 	$(PY) tools/bench_verify_network.py
+	$(PY) tools/bench_site.py
 
 clean: sim-down
 	rm -rf .tmp reports

@@ -1,0 +1,158 @@
+"""Helpers of the instances scenario: run the operator's playbooks, read the instance report, talk to the APIs.
+
+Like molecule/resources/kvpool_testlib.py (the tests type what an operator types), plus the vLLM instance report
+(vllm_instance_report_path) and the scenario's SIMULATED-cluster settings (vars/sim.yml) passed with -e.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+SCENARIO = Path(__file__).resolve().parents[1]
+SIM_VARS = SCENARIO / 'vars' / 'sim.yml'
+INVENTORY = REPO / 'inventories' / 'sim'
+BIN = Path(sys.executable).parent
+NODES = {'node1': 'kvpool-node1', 'node2': 'kvpool-node2'}
+ADDRESS = {'node1': '172.31.250.11', 'node2': '172.31.250.12'}
+
+
+class Run:
+    def __init__(self, rc, stdout, report, seconds):
+        self.rc = rc
+        self.stdout = stdout
+        self.report = report
+        self.seconds = seconds
+
+    def recap(self):
+        """{host: {ok, changed, unreachable, failed, ...}} from the PLAY RECAP."""
+        out = {}
+        for m in re.finditer(r'^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$', self.stdout, re.M):
+            out[m.group(1)] = dict((k, int(v)) for k, v in re.findall(r'(\w+)=(\d+)', m.group(2)))
+        return out
+
+    def changed(self):
+        return dict((h, r['changed']) for h, r in self.recap().items())
+
+    def changed_tasks(self):
+        """'TASK name: changed line' for every changed result (for assertion messages)."""
+        out, task = [], None
+        for line in self.stdout.splitlines():
+            if line.startswith('TASK ['):
+                task = line.split('] ', 1)[-1].rstrip('* ').strip()
+            elif line.startswith('changed:'):
+                out.append('%s: %s' % (task, line))
+        return out
+
+    def status(self, node, name=None):
+        rows = ((self.report or {}).get('status') or {}).get(node) or []
+        return rows if name is None else next((r for r in rows if r['name'] == name), None)
+
+    def warnings(self):
+        return re.findall(r'^\[WARNING\]: (.*)$', self.stdout, re.M)
+
+
+def playbook(name, *args, extra_vars=None, check=False, inventory=None, var_files=(SIM_VARS,), timeout=900, env=None):
+    """Run a playbook of the repository (path relative to it) like an operator; return a Run.
+
+    ``var_files`` are passed first (-e @file), then ``extra_vars``, so the test's own values win.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix='kvpool-inst-'))
+    report = tmp / 'vllm_instances.json'
+    ev = {'vllm_instance_report_path': str(report), 'npu_network_report_path': str(tmp / 'npu_network.json')}
+    ev.update(extra_vars or {})
+    argv = [str(BIN / 'ansible-playbook'), str(REPO / name), '-i', str(inventory or INVENTORY)]
+    for path in var_files:
+        argv += ['-e', '@%s' % path]
+    argv += ['-e', json.dumps(ev)]
+    if check:
+        argv.append('--check')
+    argv.extend(args)
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / 'ansible.cfg'), ANSIBLE_FORCE_COLOR='0',
+                    ANSIBLE_NOCOLOR='1')
+    full_env.update(env or {})
+    started = time.time()
+    proc = subprocess.run(argv, cwd=str(REPO), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout, check=False)
+    data = json.loads(report.read_text()) if report.exists() else None
+    shutil.rmtree(str(tmp), ignore_errors=True)
+    return Run(proc.returncode, proc.stdout, data, time.time() - started)
+
+
+def teardown(**kw):
+    ev = {'kvpool_teardown_confirm': True}
+    ev.update(kw.pop('extra_vars', {}))
+    return playbook('teardown.yml', extra_vars=ev, **kw)
+
+
+def sh(container, script, timeout=120):
+    proc = subprocess.run(['docker', 'exec', container, 'sh', '-c', script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout
+
+
+def http(url, data=None, timeout=10):
+    """(status, body) of a GET (or a JSON POST) straight to a test container or the loopback (no proxy)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None,
+                                 headers={'Content-Type': 'application/json'})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode('utf-8', 'replace')
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode('utf-8', 'replace')
+    except (urllib.error.URLError, OSError) as exc:
+        return None, str(exc)
+
+
+def models(endpoint):
+    status, body = http(endpoint + '/v1/models')
+    if status != 200:
+        return None
+    return [m['id'] for m in json.loads(body).get('data', [])]
+
+
+def metric(endpoint, name):
+    """Sum of a Prometheus counter over its label sets, from GET /metrics."""
+    status, body = http(endpoint + '/metrics')
+    assert status == 200, body
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith(name + '{') or line.startswith(name + ' '):
+            total += float(line.rsplit(' ', 1)[1])
+    return total
+
+
+def instance_pids(node):
+    """{instance name: pid} of the instances the collection runs on a mock node (from their settings files)."""
+    rc, out = sh(NODES[node], 'for f in /var/lib/ascend-kvpool/vllm/*/settings.json; do [ -f "$f" ] && cat "$f" '
+                              '&& echo; done')
+    pids = {}
+    for chunk in out.split('\n}\n'):
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        doc = json.loads(chunk if chunk.endswith('}') else chunk + '\n}')
+        if doc.get('pid'):
+            pids[doc['name']] = doc['pid']
+    return pids
+
+
+def module(node, name, args, check=False):
+    """Run one module on a mock node (ad hoc, JSON callback); return its result dict."""
+    argv = [str(BIN / 'ansible'), node, '-i', str(INVENTORY), '-m', name, '-a', json.dumps(args)]
+    if check:
+        argv.append('--check')
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / 'ansible.cfg'), ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
+               ANSIBLE_STDOUT_CALLBACK='ansible.posix.json')
+    proc = subprocess.run(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=600, check=False)
+    doc = json.loads(proc.stdout)
+    return doc['plays'][0]['tasks'][0]['hosts'][node]

@@ -1,0 +1,161 @@
+"""The container phase for real: site.yml on THIS machine with a real docker engine (not only check mode).
+
+The guide's `docker run` becomes community.docker.docker_container: the container is started from the mock node
+image (kvpool-mock-node:latest) with stand-in device nodes (char devices made with mknod under a temporary root,
+passed in as /dev/davinci0-3, davinci_manager, devmm_svm, hisi_hdc) and stand-in host files for every mount of the
+guide, /etc/hccn.conf included. The master, the pool probe and one instance (the vllm stand-in of tests/mock)
+then run inside it through the modules' container mode, exactly as on an Atlas node. Ports on this machine's host
+network are moved away from the defaults (vars/container.yml).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import instances_lib as lib
+
+CONTAINER = 'kvpool-ctest-vllm-ascend'
+IMAGE_B = 'kvpool-ctest-image:b'
+ENDPOINT = 'http://127.0.0.1:18002'
+DEVICES = ['davinci0', 'davinci1', 'davinci2', 'davinci3', 'davinci_manager', 'devmm_svm', 'hisi_hdc']
+GUIDE_TARGETS = ['/usr/local/dcmi', '/usr/local/Ascend/driver/tools/hccn_tool', '/usr/local/bin/npu-smi',
+                 '/usr/local/Ascend/driver/lib64/', '/usr/local/Ascend/driver/version.info',
+                 '/etc/ascend_install.info', '/etc/hccn.conf', '/root/.cache']
+
+pytestmark = pytest.mark.skipif(shutil.which('docker') is None, reason='needs a docker engine')
+
+
+def inspect(name=CONTAINER):
+    proc = subprocess.run(['docker', 'inspect', name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          universal_newlines=True, check=False)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+def make_tree(root):
+    """The stand-in host: device nodes, the guide's mounted files, a model directory, an inventory of localhost."""
+    root = Path(root)
+    (root / 'dev').mkdir(parents=True)
+    for name in DEVICES:
+        # Stand-in device nodes: the char device of /dev/null (1, 3) under the NPU devices' names.
+        os.mknod(str(root / 'dev' / name), 0o600 | 0o020000, os.makedev(1, 3))
+    host = root / 'host'
+    for d in ['usr/local/dcmi', 'usr/local/Ascend/driver/lib64', 'root/.cache', 'usr/local/Ascend/driver/tools',
+              'usr/local/bin', 'etc']:
+        (host / d).mkdir(parents=True, exist_ok=True)
+    (host / 'usr/local/Ascend/driver/tools/hccn_tool').write_text('#!/bin/sh\necho SIMULATED stand-in\n')
+    (host / 'usr/local/bin/npu-smi').write_text('#!/bin/sh\necho SIMULATED stand-in\n')
+    (host / 'usr/local/Ascend/driver/version.info').write_text('Version=24.1.rc3 (SIMULATED stand-in)\n')
+    (host / 'etc/ascend_install.info').write_text('Driver_Install_Path_Param=/usr/local/Ascend\n')
+    (host / 'etc/hccn.conf').write_text('address_0=29.1.1.80\nnetmask_0=255.255.255.0\n')
+    # The guide's model directory under /root/.cache (the stand-in, like vLLM, needs its config.json).
+    model = host / 'root/.cache/Qwen2.5-72B-Instruct'
+    model.mkdir()
+    (model / 'config.json').write_text('{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}\n')
+    inventory = root / 'hosts.yml'
+    inventory.write_text(
+        'all:\n  children:\n    npu_nodes:\n      hosts:\n        localhost:\n'
+        '          ansible_connection: local\n          ansible_python_interpreter: %s\n'
+        '    mooncake_master:\n      hosts:\n        localhost:\n' % lib.sys.executable)
+    return inventory
+
+
+@pytest.fixture(scope='module')
+def ctest():
+    root = Path(tempfile.mkdtemp(prefix='kvpool-ctest-'))
+    inventory = make_tree(root)
+    subprocess.run(['docker', 'rm', '-f', CONTAINER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    ctx = {'root': root, 'inventory': inventory,
+           'vars': {'kvpool_ctest_root': str(root), 'kvpool_ctest_repo': str(lib.REPO)}}
+    yield ctx
+    run(ctx, 'teardown.yml', kvpool_teardown_confirm=True)
+    subprocess.run(['docker', 'rm', '-f', CONTAINER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    subprocess.run(['docker', 'rmi', IMAGE_B], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+def run(ctx, name='site.yml', *args, check=False, **extra):
+    ev = dict(ctx['vars'])
+    ev.update(extra)
+    return lib.playbook(name, *args, extra_vars=ev, check=check, inventory=ctx['inventory'],
+                        var_files=[lib.SCENARIO / 'vars' / 'container.yml'])
+
+
+@pytest.fixture(scope='module')
+def deployed(ctest):
+    return run(ctest)
+
+
+def test_site_from_nothing_runs_everything_in_the_container(deployed, ctest):
+    assert deployed.rc == 0, deployed.stdout[-6000:]
+    info = inspect()
+    assert info and info['State']['Running']
+    assert info['HostConfig']['NetworkMode'] == 'host'
+    assert info['HostConfig']['ShmSize'] == 1024 ** 3
+    devices = dict((d['PathInContainer'], d['PathOnHost']) for d in info['HostConfig']['Devices'])
+    assert devices == dict(('/dev/' + n, '%s/dev/%s' % (ctest['root'], n)) for n in DEVICES)
+    targets = [m['Destination'].rstrip('/') for m in info['Mounts']]
+    for target in GUIDE_TARGETS:
+        assert target.rstrip('/') in targets, targets
+    assert lib.sh(CONTAINER, 'cat /etc/hccn.conf')[1].startswith('address_0=29.1.1.80')
+    # Master and instance run inside the container (its pid namespace), not on this machine.
+    rc, ps = lib.sh(CONTAINER, 'ps -eo args')
+    assert '--port=15088' in ps and 'serve /root/.cache/Qwen2.5-72B-Instruct' in ps, ps
+    assert lib.models(ENDPOINT) == ['qwen']
+    status = deployed.status('localhost', 'vllm-18002')
+    assert status['health'] == 'healthy' and status['endpoint'] == ENDPOINT
+    assert 'vLLM instances' in deployed.stdout and 'healthy' in deployed.stdout
+
+
+def test_second_run_changes_nothing(deployed, ctest):
+    again = run(ctest)
+    assert again.rc == 0 and again.changed() == {'localhost': 0}, again.changed_tasks() or again.stdout[-4000:]
+
+
+def test_check_mode_is_clean(deployed, ctest):
+    checked = run(ctest, check=True)
+    assert checked.rc == 0 and checked.changed() == {'localhost': 0}, checked.changed_tasks() or checked.stdout[-4000:]
+    assert checked.status('localhost', 'vllm-18002')['health'] == 'healthy'
+
+
+def test_changing_the_image_recreates_the_container_and_the_daemons_come_back(deployed, ctest):
+    build = subprocess.run(['docker', 'build', '-q', '-t', IMAGE_B, '-'], input='FROM kvpool-mock-node:latest\n'
+                           'LABEL kvpool.ctest="image b"\n', universal_newlines=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, check=False)
+    assert build.returncode == 0, build.stdout
+    before = inspect()['Id']
+    checked = run(ctest, check=True, vllm_ascend_container_image=IMAGE_B)
+    assert checked.rc == 0 and checked.changed()['localhost'] >= 1 and inspect()['Id'] == before
+    res = run(ctest, vllm_ascend_container_image=IMAGE_B)
+    assert res.rc == 0, res.stdout[-6000:]
+    info = inspect()
+    assert info['Id'] != before and info['Config']['Image'] == IMAGE_B
+    assert lib.models(ENDPOINT) == ['qwen']
+    assert res.status('localhost', 'vllm-18002')['action'] == 'started'
+    assert run(ctest, vllm_ascend_container_image=IMAGE_B).changed() == {'localhost': 0}
+
+
+def test_missing_mount_source_fails_before_anything_changes(deployed, ctest):
+    hccn = ctest['root'] / 'host' / 'etc' / 'hccn.conf'
+    hccn.rename(hccn.with_suffix('.away'))
+    try:
+        res = run(ctest, vllm_ascend_container_image=IMAGE_B)
+    finally:
+        hccn.with_suffix('.away').rename(hccn)
+    assert res.rc != 0 and res.changed() == {'localhost': 0}
+    assert 'localhost: missing on the host' in res.stdout and '/etc/hccn.conf' in res.stdout
+
+
+def test_teardown_removes_the_container_and_the_files(deployed, ctest):
+    res = run(ctest, 'teardown.yml', kvpool_teardown_confirm=True)
+    assert res.rc == 0, res.stdout[-4000:]
+    assert inspect() is None
+    assert not (ctest['root'] / 'etc-ascend-kvpool').exists()
+    assert not (ctest['root'] / 'var-lib-ascend-kvpool').exists()
+    assert lib.models(ENDPOINT) is None

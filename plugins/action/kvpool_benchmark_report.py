@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin of ascend.kvpool.kvpool_benchmark_report: writes the benchmark report on the controller.
+
+It runs in the controller's own Python (the one running ansible-playbook), whatever host the task targets, so
+the PNG chart can use the controller's matplotlib and nothing is copied to a node.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+
+ARGUMENT_SPEC = dict(
+    results=dict(type='dict', required=True),
+    report_dir=dict(type='path', required=True),
+    basename=dict(type='str', default='kvpool_benchmark'),
+    label=dict(type='str', default=''),
+    settings=dict(type='dict', default={}),
+    instances=dict(type='dict', default={}),
+    chart=dict(type='bool', default=True),
+)
+
+
+def _write(path, text):
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        del validation
+        report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'])
+        result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
+        if self._task.check_mode and not any(
+                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
+                for r in args['results'].values()):
+            result['msg'] = 'check mode: no step sent traffic, no report written'
+            return result
+        report_dir = args['report_dir']
+        base = os.path.join(report_dir, args['basename'])
+        files = {'json': base + '.json', 'markdown': base + '.md'}
+        try:
+            if not os.path.isdir(report_dir):
+                os.makedirs(report_dir)
+            chart_note = None
+            if args['chart']:
+                files['chart'] = base + '.png'
+                chart_note = bench_report.render_chart(report, files['chart'])
+                if chart_note:
+                    del files['chart']
+                    result.setdefault('warnings', []).append(chart_note)
+            report['files'] = dict(files)
+            report['chart_note'] = chart_note
+            _write(files['markdown'], bench_report.render_markdown(
+                report, os.path.basename(files['chart']) if 'chart' in files else None))
+            _write(files['json'], json.dumps(report, indent=2, sort_keys=True, default=to_text) + '\n')
+        except (IOError, OSError) as exc:
+            raise AnsibleActionFail('cannot write the benchmark report under %s: %s' % (report_dir, exc)) from exc
+        result['files'] = files
+        result['summary'] = report['summary'] + ['report: %s' % ', '.join(files[k] for k in sorted(files))]
+        return result

@@ -1,0 +1,309 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""AISBench (the guide's benchmark tool): its model config rendered from the benchmark's variables, and its
+performance results parsed into the built-in client's summary shape (standard library only, Python 3.8+).
+
+AISBench writes, per run, ``<work_dir>/<YYYYMMDD_HHMMSS>/performances/<model abbr>/<dataset abbr>.csv`` (rows
+E2EL, TTFT, TPOT, ITL, InputTokens, OutputTokens, OutputTokenThroughput, ...; columns ``Performance
+Parameters, Stage, Average, Min, Max, Median, P75, P90, P99, N`` by default, the statistics being configurable)
+and ``<dataset abbr>.json`` (``{"Benchmark Duration": {"total": "98409.4916 ms"}, "Total Requests": {"total":
+8}, ...}``). Values carry their unit as a suffix (``"2006.0 ms"``, ``"41.6254 token/s"``, ``"0.0813 req/s"``);
+latencies are in milliseconds. Sources: AISBench/benchmark ``calculators/base_perf_metric_calculator.py``
+(``_add_units_to_metrics``, ``_export_to_csv``) and ``summarizers/default_perf.py``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import csv
+import io
+import json
+import os
+import re
+
+MODEL_ABBR = 'vllm-api-stream-chat'
+# Statistic column -> key of the built-in client's statistics.
+STAT_KEYS = {'average': 'mean', 'mean': 'mean', 'median': 'median', 'min': 'min', 'max': 'max'}
+_VALUE = re.compile(r'^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$')
+_TO_MS = {'ms': 1.0, 's': 1000.0, 'us': 0.001, 'μs': 0.001}
+
+
+def _py(value):
+    """A Python literal for the rendered config (strings quoted, booleans and numbers as Python writes them)."""
+    if isinstance(value, bool):
+        return 'True' if value else 'False'
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def model_settings(host_ip, host_port, model, path='', max_out_len=10, batch_size=25, temperature=0,
+                   ignore_eos=True, request_rate=0, retry=2, abbr=MODEL_ABBR, api_key=''):
+    """The guide's model entry (``models[0]``) as a dict of the values to render."""
+    return {
+        'abbr': abbr, 'path': path or '', 'model': model, 'request_rate': request_rate, 'retry': int(retry),
+        'host_ip': host_ip, 'host_port': int(host_port), 'max_out_len': int(max_out_len),
+        'batch_size': int(batch_size), 'temperature': temperature, 'ignore_eos': bool(ignore_eos),
+        'api_key': api_key or '',
+    }
+
+
+def _model_block(settings, indent='    '):
+    lines = [
+        'dict(',
+        '    attr="service",',
+        '    type=VLLMCustomAPIChatStream,',
+        '    abbr=%s,' % _py(settings['abbr']),
+        '    path=%s,' % _py(settings['path']),
+        '    model=%s,' % _py(settings['model']),
+        '    request_rate = %s,' % _py(settings['request_rate']),
+        '    retry = %s,' % _py(settings['retry']),
+        '    host_ip = %s,' % _py(settings['host_ip']),
+        '    host_port = %s,' % _py(settings['host_port']),
+        '    max_out_len = %s,' % _py(settings['max_out_len']),
+        '    batch_size= %s,' % _py(settings['batch_size']),
+        '    trust_remote_code=False,',
+    ]
+    if settings.get('api_key'):
+        lines.append('    api_key=%s,' % _py(settings['api_key']))
+    lines += [
+        '    generation_kwargs = dict(',
+        '        temperature = %s,' % _py(settings['temperature']),
+        '        ignore_eos = %s,' % _py(settings['ignore_eos']),
+        '    ),',
+        ')',
+    ]
+    return '\n'.join(indent + line for line in lines)
+
+
+def render_model_config(settings):
+    """The guide's ``vllm_api_stream_chat.py`` model config with these settings (what the guide edits by hand)."""
+    return '\n'.join([
+        'from ais_bench.benchmark.models import VLLMCustomAPIChatStream',
+        'from ais_bench.benchmark.utils.model_postprocessors import extract_non_reasoning_content',
+        '',
+        'models = [',
+        _model_block(settings),
+        ']',
+        '',
+    ])
+
+
+MODEL_CONFIG_NAME = 'kvpool_vllm_api_stream_chat'
+
+
+def command(executable, config_dir, dataset_path, work_dir, warmups=0):
+    """The guide's ``ais_bench --models vllm_api_stream_chat ... --summarizer default_perf --mode perf`` for one
+    step: the model config is the rendered one under ``<config_dir>/models/`` (``--config-dir``; a name of its own
+    so that AISBench's packaged ``vllm_api_stream_chat`` is not matched too), the dataset the step's prompts as a
+    custom ``qa`` dataset, no warm-up request (one would cache a prompt of dataset A before step 1 is measured)."""
+    return [executable, '--models', MODEL_CONFIG_NAME, '--custom-dataset-path', dataset_path,
+            '--custom-dataset-data-type', 'qa', '--summarizer', 'default_perf', '--mode', 'perf', '--debug',
+            '--num-warmups', str(int(warmups)), '--config-dir', config_dir, '--work-dir', work_dir]
+
+
+def wrap_prompt(question):
+    """The text AISBench sends for a custom ``qa`` item ``{"question": q, "answer": ""}``: its default template
+    ``Question: {question}\nAnswer: {answer}`` with the answer left out for generation. (Without an answer column
+    AISBench builds a template it then rejects: "Prompt template must be a str or a dict".)"""
+    return 'Question: %s\nAnswer: ' % question
+
+
+def dataset_jsonl(prompts):
+    """The prompts as an AISBench custom ``qa`` dataset: one ``{"question": ..., "answer": ""}`` per line."""
+    return ''.join(json.dumps({'question': p, 'answer': ''}) + '\n' for p in prompts)
+
+
+# --- results --------------------------------------------------------------------------------------------------
+def parse_value(text):
+    """``"2006.0 ms"`` -> ``(2006.0, 'ms')``; ``"8"`` -> ``(8.0, '')``; ``8`` -> ``(8.0, '')``;
+    anything else -> ``(None, text)``."""
+    if isinstance(text, bool):
+        return None, str(text)
+    if isinstance(text, (int, float)):
+        return float(text), ''
+    match = _VALUE.match(str(text or ''))
+    if not match:
+        return None, str(text or '').strip()
+    return float(match.group(1)), match.group(2)
+
+
+def to_ms(value, unit):
+    """A latency value in milliseconds (AISBench writes ms; s and us are converted; no unit is taken as ms)."""
+    if value is None:
+        return None
+    return value * _TO_MS.get((unit or 'ms').strip().lower(), 1.0)
+
+
+def parse_perf_csv(text):
+    """AISBench's per-request statistics CSV -> ``{metric: {stage: {column: (value, unit)}}}``.
+
+    Column names are kept as written (``Average``, ``Median``, ``P90``, ``N``, ...); a BOM, CRLF and blank lines
+    are tolerated; rows without a metric name are skipped.
+    """
+    out = {}
+    reader = csv.reader(io.StringIO((text or '').lstrip('\ufeff')))
+    header = None
+    for row in reader:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = [cell.strip() for cell in row]
+            continue
+        cells = dict(zip(header, [cell.strip() for cell in row]))
+        metric = cells.get(header[0], '')
+        if not metric:
+            continue
+        stage = cells.get('Stage', 'total') or 'total'
+        values = {}
+        for column in header[1:]:
+            if column == 'Stage':
+                continue
+            values[column] = parse_value(cells.get(column, ''))
+        out.setdefault(metric, {})[stage] = values
+    return out
+
+
+def parse_perf_json(text):
+    """AISBench's common-metrics JSON -> ``{metric: {stage: (value, unit)}}``."""
+    data = json.loads(text) if isinstance(text, str) else text
+    out = {}
+    for metric, stages in (data or {}).items():
+        if isinstance(stages, dict):
+            out[metric] = dict((str(stage), parse_value(value)) for stage, value in stages.items())
+        else:
+            out[metric] = {'total': parse_value(stages)}
+    return out
+
+
+def _stage(table, preferred='total'):
+    """The stage to read: ``preferred`` if present (case-insensitive), else the first one."""
+    for stage in table:
+        if stage.lower() == preferred.lower():
+            return stage
+    return next(iter(table), None)
+
+
+def _latency(stats_by_stage, stage):
+    if not stats_by_stage:
+        return None
+    row = stats_by_stage.get(_stage(stats_by_stage, stage)) or {}
+    out = {'count': None, 'mean': None, 'median': None, 'p90': None, 'p99': None, 'min': None, 'max': None}
+    for column, (value, unit) in row.items():
+        key = column.strip().lower()
+        if key == 'n':
+            out['count'] = int(value) if value is not None else None
+        elif key in STAT_KEYS:
+            out[STAT_KEYS[key]] = _round(to_ms(value, unit))
+        elif re.match(r'^p\d+$', key):
+            out[key] = _round(to_ms(value, unit))
+    return out
+
+
+def _plain(stats_by_stage, stage):
+    if not stats_by_stage:
+        return None
+    row = stats_by_stage.get(_stage(stats_by_stage, stage)) or {}
+    out = {}
+    for column, (value, _unit) in row.items():
+        key = column.strip().lower()
+        if key == 'n':
+            out['count'] = int(value) if value is not None else None
+        else:
+            out[STAT_KEYS.get(key, key)] = value
+    return out
+
+
+def _round(value):
+    return round(value, 3) if value is not None else None
+
+
+def _common(common, name, stage):
+    entry = None
+    for key in common or {}:
+        if key.lower() == name.lower():
+            entry = common[key]
+            break
+    if not entry:
+        return None, ''
+    return entry.get(_stage(entry, stage), (None, ''))
+
+
+def to_summary(perf, common=None, stage='total'):
+    """AISBench results in the shape of ``_loadgen.summarize`` (latencies in ms)."""
+    total = _common(common, 'Total Requests', stage)[0]
+    failed = _common(common, 'Failed Requests', stage)[0]
+    success = _common(common, 'Success Requests', stage)[0]
+    duration, unit = _common(common, 'Benchmark Duration', stage)
+    duration_ms = to_ms(duration, unit)
+    summary = {
+        'requests': int(total) if total is not None else None,
+        'succeeded': int(success) if success is not None else None,
+        'failed': int(failed) if failed is not None else None,
+        'errors': [],
+        'failed_indexes': [],
+        'short_outputs': [],
+        'ttft_ms': _latency(perf.get('TTFT'), stage),
+        'tpot_ms': _latency(perf.get('TPOT'), stage),
+        'e2e_ms': _latency(perf.get('E2EL'), stage),
+        'itl_ms': _latency(perf.get('ITL'), stage),
+        'output_tokens': _plain(perf.get('OutputTokens'), stage),
+        'input_tokens': _plain(perf.get('InputTokens'), stage),
+        'duration_s': round(duration_ms / 1000.0, 3) if duration_ms is not None else None,
+        'request_throughput': _common(common, 'Request Throughput', stage)[0],
+        'output_token_throughput': _common(common, 'Output Token Throughput', stage)[0],
+    }
+    if summary['succeeded'] is None and summary['ttft_ms']:
+        summary['succeeded'] = summary['ttft_ms'].get('count')
+    if summary['requests'] is None and summary['succeeded'] is not None:
+        summary['requests'] = summary['succeeded'] + (summary['failed'] or 0)
+    return summary
+
+
+def find_results(work_dir, abbr=MODEL_ABBR):
+    """The newest run under ``work_dir``: ``(run dir, [(csv path, json path or None), ...])``.
+
+    ``work_dir`` may also be a run directory itself (one that holds ``performances/``).
+    """
+    candidates = []
+    if os.path.isdir(os.path.join(work_dir, 'performances')):
+        candidates.append(work_dir)
+    elif os.path.isdir(work_dir):
+        for name in sorted(os.listdir(work_dir), reverse=True):
+            path = os.path.join(work_dir, name)
+            if os.path.isdir(os.path.join(path, 'performances')):
+                candidates.append(path)
+    for run in candidates:
+        perf_dir = os.path.join(run, 'performances', abbr)
+        if not os.path.isdir(perf_dir):
+            dirs = sorted(d for d in os.listdir(os.path.join(run, 'performances'))
+                          if os.path.isdir(os.path.join(run, 'performances', d)))
+            if not dirs:
+                continue
+            perf_dir = os.path.join(run, 'performances', dirs[0])
+        pairs = []
+        for name in sorted(os.listdir(perf_dir)):
+            if name.endswith('.csv'):
+                json_path = os.path.join(perf_dir, name[:-4] + '.json')
+                pairs.append((os.path.join(perf_dir, name), json_path if os.path.exists(json_path) else None))
+        if pairs:
+            return run, pairs
+    return None, []
+
+
+def read_results(work_dir, abbr=MODEL_ABBR, stage='total'):
+    """Parse the newest run's first dataset result: ``{'run_dir', 'csv', 'json', 'summary'}`` or None."""
+    run, pairs = find_results(work_dir, abbr)
+    if not pairs:
+        return None
+    csv_path, json_path = pairs[0]
+    with io.open(csv_path, encoding='utf-8') as handle:
+        perf = parse_perf_csv(handle.read())
+    common = {}
+    if json_path:
+        with io.open(json_path, encoding='utf-8') as handle:
+            common = parse_perf_json(handle.read())
+    return {'run_dir': run, 'csv': csv_path, 'json': json_path, 'summary': to_summary(perf, common, stage)}

@@ -1,0 +1,640 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Built-in streaming load client for the guide's TTFT benchmark (standard library only, Python 3.8+).
+
+* Datasets: ``make_dataset`` builds N fully random prompts of exactly L prompt tokens, deterministic per seed.
+  Prompt i is a stream of random lowercase words drawn from ``random.Random("<seed>/<i>")`` (string seeds are
+  hashed with SHA-512 by ``random``, so neither ``PYTHONHASHSEED`` nor the order of generation matters). The
+  length is fitted with the server's own tokenizer (``POST /tokenize``, which vLLM serves) when there is one,
+  else one token per word plus the chat template's overhead is assumed.
+* Load: ``run_load`` sends OpenAI chat/completions requests with ``stream: true`` from a closed loop of
+  ``concurrency`` worker threads (AISBench's ``batch_size`` with ``request_rate = 0``), each with its own
+  keep-alive connection, and times every request: TTFT (request sent -> first chunk carrying content), E2E
+  (-> ``data: [DONE]``), TPOT ((E2E - TTFT) / (output tokens - 1), as AISBench). A failed request (HTTP error,
+  error event, broken or timed-out stream) is kept in the results with its error; it is never dropped.
+* Statistics: ``describe`` gives count, mean, median, p90, p99, min and max (percentiles interpolate linearly
+  between closest ranks, as numpy's default and AISBench do).
+* ``/metrics``: ``parse_prometheus`` reads the Prometheus text format into ``{series: value}``; ``diff`` and
+  ``metric_sum`` give the counters' change over a step; ``vllm_hits`` and ``master_state`` summarise where KV
+  hits came from.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import math
+import random
+import re
+import socket
+import threading
+import time
+
+try:
+    import http.client as http_client
+    from urllib.parse import urlsplit
+except ImportError:  # pragma: no cover - Python 2 is not supported by this collection
+    http_client = None
+    urlsplit = None
+
+LETTERS = 'abcdefghijklmnopqrstuvwxyz'
+# Short, common words that most BPE vocabularies hold as one token: used to pad a prompt to the exact length.
+PAD_WORDS = ('the', 'of', 'and', 'to', 'in', 'is', 'it', 'on', 'at', 'as', 'be', 'by', 'or', 'we', 'an', 'so')
+# Chat template overhead assumed without a tokenizer: the vLLM stand-in (and Qwen's template) add 3 tokens per
+# message plus 2 for the generation prompt.
+CHAT_OVERHEAD = 5
+MAX_TOKENIZE_CALLS = 24
+
+
+# --- datasets ------------------------------------------------------------------------------------------------
+def _word(rng):
+    return ''.join(rng.choice(LETTERS) for _pos in range(rng.randint(3, 7)))
+
+
+def prompt_rng(seed, index):
+    """The random stream of prompt ``index`` of the dataset with ``seed`` (independent of every other prompt)."""
+    return random.Random('%d/%d' % (int(seed), int(index)))
+
+
+def fit_prompt(rng, target, counter=None, overhead=CHAT_OVERHEAD):
+    """One random prompt of ``target`` tokens.
+
+    ``counter(text)`` returns the server's token count of the whole request for ``text`` (template included), or
+    None when it cannot tell. Returns ``(text, tokens, exact)``: ``tokens`` is the counted length (or the assumed
+    one without a counter).
+    """
+    target = int(target)
+    words = [_word(rng) for _pos in range(max(1, target - overhead))]
+    if counter is None:
+        return ' '.join(words), len(words) + overhead, True
+    calls = [0]
+    cache = {}
+
+    def count(n, extra=()):
+        key = (n, tuple(extra))
+        if key not in cache:
+            calls[0] += 1
+            cache[key] = counter(' '.join(words[:n] + list(extra)))
+        return cache[key]
+
+    n = len(words)
+    first = count(n)
+    if first is None:
+        return ' '.join(words), len(words) + overhead, True
+    if first == target:
+        return ' '.join(words), first, True
+    # Bracket the word count: lo fits (count <= target), hi does not.
+    per_word = max(0.2, float(first - overhead) / max(1, n))
+    if first < target:
+        lo = n
+        hi = None
+        while hi is None and calls[0] < MAX_TOKENIZE_CALLS:
+            grow = max(1, int(math.ceil((target - count(lo)) / per_word)))
+            words.extend(_word(rng) for _pos in range(grow))
+            cand = lo + grow
+            if count(cand) is None:
+                break
+            if count(cand) <= target:
+                lo = cand
+                if count(cand) == target:
+                    return ' '.join(words[:cand]), target, True
+            else:
+                hi = cand
+        if hi is None:
+            hi = len(words) + 1
+    else:
+        hi = n
+        lo = 0
+        guess = max(1, int((target - overhead) / per_word))
+        if guess < n and count(guess) is not None and count(guess) <= target:
+            lo = guess
+    while hi - lo > 1 and calls[0] < MAX_TOKENIZE_CALLS:
+        mid = (lo + hi) // 2
+        value = count(mid)
+        if value is None:
+            break
+        if value <= target:
+            lo = mid
+        else:
+            hi = mid
+    lo = max(1, lo)
+    best = count(lo)
+    if best is None:
+        return ' '.join(words[:lo]), lo + overhead, False
+    # Pad with short words until the count is exact (or cannot be hit).
+    pad = []
+    while best < target and calls[0] < MAX_TOKENIZE_CALLS:
+        trial = pad + [rng.choice(PAD_WORDS)]
+        value = count(lo, trial)
+        if value is None or value > target:
+            break
+        pad, best = trial, value
+    return ' '.join(words[:lo] + pad), best, best == target
+
+
+def make_dataset(seed, count, input_tokens, counter=None, overhead=CHAT_OVERHEAD):
+    """``count`` fully random prompts of ``input_tokens`` tokens each, deterministic for ``seed`` (and tokenizer).
+
+    Returns a dict: ``prompts``, ``tokens`` (per prompt), ``exact`` (all prompts hit the length), ``seed``,
+    ``count``, ``input_tokens``, ``method`` (``tokenize`` when ``counter`` answered, else ``words``) and
+    ``fingerprint`` (sha256 over the prompts: equal fingerprints mean the very same dataset).
+    """
+    prompts, tokens, exact = [], [], True
+    used_counter = [False]
+
+    def counting(text):
+        value = counter(text) if counter is not None else None
+        if value is not None:
+            used_counter[0] = True
+        return value
+
+    for index in range(int(count)):
+        text, n_tokens, ok = fit_prompt(prompt_rng(seed, index), input_tokens,
+                                        counting if counter is not None else None, overhead)
+        prompts.append(text)
+        tokens.append(n_tokens)
+        exact = exact and ok
+    digest = hashlib.sha256()
+    for text in prompts:
+        digest.update(text.encode('utf-8'))
+        digest.update(b'\0')
+    return {
+        'prompts': prompts, 'tokens': tokens, 'exact': exact, 'seed': int(seed), 'count': int(count),
+        'input_tokens': int(input_tokens), 'method': 'tokenize' if used_counter[0] else 'words',
+        'fingerprint': digest.hexdigest()[:16],
+    }
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------------
+def split_url(url):
+    """``(scheme, host, port, base_path)`` of an instance URL such as ``http://10.0.0.1:8002``."""
+    parts = urlsplit(url if '://' in url else 'http://' + url)
+    scheme = parts.scheme or 'http'
+    port = parts.port or (443 if scheme == 'https' else 80)
+    return scheme, parts.hostname, port, parts.path.rstrip('/')
+
+
+def _connect(scheme, host, port, timeout):
+    if scheme == 'https':
+        return http_client.HTTPSConnection(host, port, timeout=timeout)
+    return http_client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _headers(api_key=None, json_body=True):
+    out = {'Accept': 'application/json'}
+    if json_body:
+        out['Content-Type'] = 'application/json'
+    if api_key:
+        out['Authorization'] = 'Bearer %s' % api_key
+    return out
+
+
+def http_request(url, method='GET', body=None, api_key=None, timeout=30.0):
+    """One plain request; returns ``(status, body text)``; raises OSError / HTTPException on transport errors."""
+    scheme, host, port, base = split_url(url)
+    conn = _connect(scheme, host, port, timeout)
+    try:
+        payload = json.dumps(body) if body is not None else None
+        conn.request(method, base or '/', payload, _headers(api_key, payload is not None))
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, data.decode('utf-8', 'replace')
+    finally:
+        conn.close()
+
+
+def get_text(url, timeout=10.0, api_key=None):
+    """``(text, error)`` of a GET: text is None on any failure and error says why."""
+    try:
+        status, text = http_request(url, 'GET', None, api_key, timeout)
+    except (OSError, socket.timeout, http_client.HTTPException) as exc:
+        return None, '%s: %s' % (url, exc)
+    if status != 200:
+        return None, '%s: HTTP %d %s' % (url, status, text[:200])
+    return text, None
+
+
+def served_models(base_url, api_key=None, timeout=10.0):
+    """The model ids of ``GET /v1/models``."""
+    status, text = http_request(base_url.rstrip('/') + '/v1/models', 'GET', None, api_key, timeout)
+    if status != 200:
+        raise ValueError('%s/v1/models: HTTP %d %s' % (base_url.rstrip('/'), status, text[:200]))
+    return [m.get('id') for m in json.loads(text).get('data') or [] if m.get('id')]
+
+
+def tokenize_counter(base_url, model, api='chat', api_key=None, timeout=30.0):
+    """A ``counter(text)`` for ``fit_prompt`` backed by the server's ``POST /tokenize``.
+
+    Returns None (no counter) when the server has no such route; the counter itself returns None on errors.
+    """
+    url = base_url.rstrip('/') + '/tokenize'
+
+    def body(text):
+        if api == 'chat':
+            return {'model': model, 'messages': [{'role': 'user', 'content': text}], 'add_generation_prompt': True}
+        return {'model': model, 'prompt': text}
+
+    def counter(text):
+        try:
+            status, data = http_request(url, 'POST', body(text), api_key, timeout)
+        except (OSError, socket.timeout, http_client.HTTPException):
+            return None
+        if status != 200:
+            return None
+        try:
+            return int(json.loads(data)['count'])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    return counter if counter('probe') is not None else None
+
+
+def request_body(api, model, prompt, max_tokens, temperature=0.0, ignore_eos=True, extra=None):
+    """The streaming request the benchmark sends (AISBench's vllm_api_stream_chat sends the same fields)."""
+    body = {'model': model, 'max_tokens': int(max_tokens), 'temperature': temperature, 'stream': True,
+            'stream_options': {'include_usage': True}}
+    if ignore_eos:
+        body['ignore_eos'] = True
+    if api == 'chat':
+        body['messages'] = [{'role': 'user', 'content': prompt}]
+    else:
+        body['prompt'] = prompt
+    body.update(extra or {})
+    return body
+
+
+def _chunk_text(chunk, api):
+    pieces = []
+    for choice in chunk.get('choices') or []:
+        if api == 'chat':
+            piece = (choice.get('delta') or {}).get('content')
+        else:
+            piece = choice.get('text')
+        if piece:
+            pieces.append(piece)
+    return ''.join(pieces)
+
+
+class _Stream(object):
+    """One worker's keep-alive connection to the instance."""
+
+    def __init__(self, url, timeout):
+        self.scheme, self.host, self.port, self.base = split_url(url)
+        self.timeout = timeout
+        self.conn = None
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+            self.conn = None
+
+    def _post(self, path, payload, api_key):
+        """POST on the kept-alive connection; a connection the server closed while idle is reopened once."""
+        reused = self.conn is not None
+        if self.conn is None:
+            self.conn = _connect(self.scheme, self.host, self.port, self.timeout)
+        try:
+            self.conn.request('POST', self.base + path, payload, _headers(api_key))
+            return self.conn.getresponse()
+        except (http_client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if not reused:
+                raise
+            self.close()
+            self.conn = _connect(self.scheme, self.host, self.port, self.timeout)
+            self.conn.request('POST', self.base + path, payload, _headers(api_key))
+            return self.conn.getresponse()
+
+    def send(self, path, body, api, api_key=None, t0=None):
+        """Send one streaming request; returns the per-request timing dict (``ok`` false on any failure)."""
+        out = {'ok': False, 'status': None, 'error': None, 'ttft_ms': None, 'e2e_ms': None, 'tpot_ms': None,
+               'output_tokens': 0, 'prompt_tokens': None, 'chunks': 0}
+        payload = json.dumps(body).encode('utf-8')
+        start = time.perf_counter()
+        out['start_s'] = round(start - t0, 4) if t0 is not None else 0.0
+        deadline = start + self.timeout
+        first = None
+        content_chunks = 0
+        usage = None
+        done = False
+        try:
+            resp = self._post(path, payload, api_key)
+            out['status'] = resp.status
+            if resp.status != 200:
+                text = resp.read().decode('utf-8', 'replace')
+                out['error'] = 'HTTP %d: %s' % (resp.status, _error_message(text))
+                return out
+            while True:
+                line = resp.readline()
+                now = time.perf_counter()
+                if not line:
+                    break
+                if now > deadline:
+                    raise socket.timeout('request took longer than %.0f s' % self.timeout)
+                line = line.strip()
+                if not line or line.startswith(b':') or not line.startswith(b'data:'):
+                    continue
+                data = line[5:].strip()
+                if data == b'[DONE]':
+                    done = True
+                    break
+                chunk = json.loads(data.decode('utf-8'))
+                out['chunks'] += 1
+                if chunk.get('error'):
+                    out['error'] = 'error event: %s' % _error_message(json.dumps(chunk))
+                    break
+                if chunk.get('usage'):
+                    usage = chunk['usage']
+                if _chunk_text(chunk, api):
+                    content_chunks += 1
+                    if first is None:
+                        first = now
+            end = time.perf_counter()
+            if done:
+                # Read the rest of the response (the last chunk) so that the connection can be reused.
+                resp.read()
+                if resp.will_close:
+                    self.close()
+            else:
+                # The connection state is unknown now: do not reuse it.
+                self.close()
+                if out['error'] is None:
+                    out['error'] = 'stream ended before data: [DONE]'
+                return out
+        except (OSError, socket.timeout, http_client.HTTPException, ValueError) as exc:
+            self.close()
+            out['error'] = '%s: %s' % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
+            return out
+        if first is None:
+            out['error'] = 'no content token in the stream'
+            return out
+        tokens = content_chunks
+        if usage and usage.get('completion_tokens') is not None:
+            tokens = int(usage['completion_tokens'])
+            out['prompt_tokens'] = usage.get('prompt_tokens')
+        out.update(ok=True, output_tokens=tokens, ttft_ms=round((first - start) * 1000.0, 3),
+                   e2e_ms=round((end - start) * 1000.0, 3))
+        if tokens > 1:
+            out['tpot_ms'] = round((end - first) * 1000.0 / (tokens - 1), 3)
+        return out
+
+
+def _error_message(text):
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:300]
+    err = data.get('error') if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        return str(err.get('message') or err)[:300]
+    if err:
+        return str(err)[:300]
+    return text.strip()[:300]
+
+
+def run_load(url, model, prompts, concurrency=25, max_tokens=10, temperature=0.0, ignore_eos=True, api='chat',
+             api_key=None, timeout=600.0, extra_body=None):
+    """Send every prompt once, at most ``concurrency`` at a time; returns ``(results, wall seconds)``.
+
+    ``results[i]`` belongs to ``prompts[i]`` and always exists: failures carry ``ok: false`` and ``error``.
+    """
+    path = '/v1/chat/completions' if api == 'chat' else '/v1/completions'
+    results = [None] * len(prompts)
+    lock = threading.Lock()
+    pending = list(range(len(prompts)))
+    pending.reverse()
+    t0 = time.perf_counter()
+
+    def worker():
+        stream = _Stream(url, timeout)
+        try:
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    index = pending.pop()
+                body = request_body(api, model, prompts[index], max_tokens, temperature, ignore_eos, extra_body)
+                try:
+                    res = stream.send(path, body, api, api_key, t0)
+                except Exception as exc:  # pylint: disable=broad-except
+                    stream.close()
+                    res = {'ok': False, 'status': None, 'error': 'client error: %r' % exc, 'ttft_ms': None,
+                           'e2e_ms': None, 'tpot_ms': None, 'output_tokens': 0, 'prompt_tokens': None,
+                           'chunks': 0, 'start_s': round(time.perf_counter() - t0, 4)}
+                res['index'] = index
+                results[index] = res
+        finally:
+            stream.close()
+
+    workers = [threading.Thread(target=worker, name='kvpool-load-%d' % n)
+               for n in range(max(1, min(int(concurrency), len(prompts) or 1)))]
+    for thread in workers:
+        thread.daemon = True
+        thread.start()
+    for thread in workers:
+        thread.join()
+    wall = time.perf_counter() - t0
+    for index, res in enumerate(results):
+        if res is None:  # a worker died without recording: count it, never drop it
+            results[index] = {'index': index, 'ok': False, 'status': None, 'error': 'not sent', 'ttft_ms': None,
+                              'e2e_ms': None, 'tpot_ms': None, 'output_tokens': 0, 'prompt_tokens': None,
+                              'chunks': 0, 'start_s': None}
+    return results, wall
+
+
+# --- statistics ----------------------------------------------------------------------------------------------
+def percentile(values, pct):
+    """Linear interpolation between closest ranks (numpy's default), ``pct`` in 0..100."""
+    data = sorted(values)
+    if not data:
+        return None
+    if len(data) == 1:
+        return float(data[0])
+    rank = (len(data) - 1) * float(pct) / 100.0
+    low = int(math.floor(rank))
+    high = min(low + 1, len(data) - 1)
+    return float(data[low]) + (float(data[high]) - float(data[low])) * (rank - low)
+
+
+def describe(values, digits=3):
+    """count, mean, median, p90, p99, min, max of ``values`` (None entries ignored; empty gives Nones)."""
+    data = [float(v) for v in values if v is not None]
+    if not data:
+        return {'count': 0, 'mean': None, 'median': None, 'p90': None, 'p99': None, 'min': None, 'max': None}
+
+    def rnd(value):
+        return round(value, digits)
+
+    return {'count': len(data), 'mean': rnd(sum(data) / len(data)), 'median': rnd(percentile(data, 50)),
+            'p90': rnd(percentile(data, 90)), 'p99': rnd(percentile(data, 99)), 'min': rnd(min(data)),
+            'max': rnd(max(data))}
+
+
+def summarize(results, wall_s, expected_tokens=None):
+    """Aggregate of one step: counts (failures included), TTFT / TPOT / E2E statistics in ms, throughput."""
+    good = [r for r in results if r.get('ok')]
+    bad = [r for r in results if not r.get('ok')]
+    errors = {}
+    for res in bad:
+        errors[res.get('error') or 'unknown'] = errors.get(res.get('error') or 'unknown', 0) + 1
+    out_tokens = sum(int(r.get('output_tokens') or 0) for r in good)
+    short = [r['index'] for r in good if expected_tokens and int(r.get('output_tokens') or 0) < int(expected_tokens)]
+    return {
+        'requests': len(results), 'succeeded': len(good), 'failed': len(bad),
+        'errors': [{'error': k, 'count': v} for k, v in sorted(errors.items(), key=lambda kv: -kv[1])],
+        'failed_indexes': [r.get('index') for r in bad],
+        'short_outputs': short,
+        'ttft_ms': describe([r.get('ttft_ms') for r in good]),
+        'tpot_ms': describe([r.get('tpot_ms') for r in good]),
+        'e2e_ms': describe([r.get('e2e_ms') for r in good]),
+        'output_tokens': describe([r.get('output_tokens') for r in good], 1),
+        'duration_s': round(wall_s, 3),
+        'request_throughput': round(len(good) / wall_s, 3) if wall_s > 0 else None,
+        'output_token_throughput': round(out_tokens / wall_s, 3) if wall_s > 0 else None,
+    }
+
+
+# --- Prometheus /metrics ---------------------------------------------------------------------------------------
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$')
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _unescape(value):
+    return value.replace('\\"', '"').replace('\\n', '\n').replace('\\\\', '\\')
+
+
+def parse_labels(text):
+    """``{a="x",b="y"}`` -> dict (escaped quotes, backslashes and newlines handled)."""
+    labels = {}
+    inner = (text or '').strip()
+    if inner.startswith('{'):
+        inner = inner[1:]
+    if inner.endswith('}'):
+        inner = inner[:-1]
+    pos = 0
+    while pos < len(inner):
+        match = _LABEL.match(inner, pos)
+        if not match:
+            break
+        labels[match.group(1)] = _unescape(match.group(2))
+        pos = match.end()
+    return labels
+
+
+def series_key(name, labels):
+    """Canonical series name: ``name{a="x",b="y"}`` with sorted labels (just ``name`` without labels)."""
+    if not labels:
+        return name
+    inner = ','.join('%s="%s"' % (k, str(labels[k]).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n'))
+                     for k in sorted(labels))
+    return '%s{%s}' % (name, inner)
+
+
+def split_series(key):
+    """Inverse of ``series_key``: ``(name, labels)``."""
+    brace = key.find('{')
+    if brace < 0:
+        return key, {}
+    return key[:brace], parse_labels(key[brace:])
+
+
+def _number(text):
+    low = text.lower()
+    if low in ('nan',):
+        return float('nan')
+    if low in ('+inf', 'inf'):
+        return float('inf')
+    if low == '-inf':
+        return float('-inf')
+    return float(text)
+
+
+def parse_prometheus(text, prefixes=None):
+    """Prometheus text exposition -> ``{series key: float}``; comments and malformed lines are skipped.
+
+    ``prefixes`` keeps only the metric names starting with one of them.
+    """
+    out = {}
+    for raw in (text or '').splitlines():
+        line = raw.strip()
+        if not line or line.startswith('#'):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name = match.group(1)
+        if prefixes and not any(name.startswith(p) for p in prefixes):
+            continue
+        try:
+            value = _number(match.group(3))
+        except ValueError:
+            continue
+        out[series_key(name, parse_labels(match.group(2)))] = value
+    return out
+
+
+def diff(before, after):
+    """``after - before`` for every series of ``after`` (a series new in ``after`` counts from 0)."""
+    out = {}
+    for key, value in (after or {}).items():
+        base = (before or {}).get(key, 0.0)
+        delta = value - base
+        if isinstance(delta, float) and (math.isnan(delta) or math.isinf(delta)):
+            continue
+        out[key] = round(delta, 6)
+    return out
+
+
+def metric_sum(samples, name, **labels):
+    """Sum of the series named ``name`` whose labels include ``labels``; None when there is no such series."""
+    total = None
+    for key, value in (samples or {}).items():
+        sname, slabels = split_series(key)
+        if sname != name:
+            continue
+        if any(slabels.get(k) != str(v) for k, v in labels.items()):
+            continue
+        total = (total or 0.0) + value
+    return total
+
+
+def _rate(hits, queries):
+    if hits is None or not queries:
+        return None
+    return round(float(hits) / float(queries), 4)
+
+
+def vllm_hits(delta):
+    """Where the KV blocks of a step came from, from the ``/metrics`` counter deltas of one vLLM instance.
+
+    ``prefix_*``: vLLM's own (device) prefix cache; ``external_*``: hits through the KV connector (the pool);
+    ``pool_own_segment_tokens`` / ``pool_other_segment_tokens``: the vllm stand-in's replica-location counter
+    (None on a real vLLM).
+    """
+    prefix_q = metric_sum(delta, 'vllm:prefix_cache_queries_total')
+    prefix_h = metric_sum(delta, 'vllm:prefix_cache_hits_total')
+    ext_q = metric_sum(delta, 'vllm:external_prefix_cache_queries_total')
+    ext_h = metric_sum(delta, 'vllm:external_prefix_cache_hits_total')
+    return {
+        'prefix_queries': prefix_q, 'prefix_hits': prefix_h, 'prefix_hit_rate': _rate(prefix_h, prefix_q),
+        'external_queries': ext_q, 'external_hits': ext_h, 'external_hit_rate': _rate(ext_h, ext_q),
+        'pool_own_segment_tokens': metric_sum(delta, 'kvpool_sim_pool_load_tokens_total', source='own_segment'),
+        'pool_other_segment_tokens': metric_sum(delta, 'kvpool_sim_pool_load_tokens_total', source='other_segment'),
+        'prompt_tokens': metric_sum(delta, 'vllm:prompt_tokens_total'),
+    }
+
+
+def master_state(samples):
+    """The Mooncake master's pool state from one ``/metrics`` scrape."""
+    return {
+        'key_count': metric_sum(samples, 'master_key_count'),
+        'allocated_bytes': metric_sum(samples, 'master_allocated_bytes'),
+        'capacity_bytes': metric_sum(samples, 'master_total_capacity_bytes'),
+        'active_clients': metric_sum(samples, 'master_active_clients'),
+    }

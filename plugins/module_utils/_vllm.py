@@ -1,0 +1,563 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure helpers for vLLM-Ascend instances: command lines, fingerprints, version-aware settings, collisions.
+
+Nothing here touches a host. Used by the ``vllm_server`` module (argv, environment, fingerprint, health
+answers) and by the ``vllm_instance_plan`` filter (the per-host plan of the ``vllm_instance`` role).
+
+What each vllm-ascend release reads (``shared/reference/vllm-ascend-kvpool.md``, checked against the
+vllm-ascend sources):
+
+=====================================  ==================  ===============================================
+setting                                read by             what the plan does
+=====================================  ==================  ===============================================
+``kv_connector`` name                  v0.11: ``MooncakeConnectorStoreV1``; v0.12+: ``AscendStoreConnector``
+                                       (same class; the old name logs a deprecation warning from v0.13)
+``mooncake_rpc_port``                  v0.11 only key; v0.12+ deprecated alias of ``lookup_rpc_port``
+``lookup_rpc_port``                    v0.12+ (an IPC path name, unique per instance on a host)
+``register_buffer``                    v0.11 only          rendered for v0.11 (guide: true), else warned
+``ASCEND_BUFFER_POOL`` (env)           before v0.23        rendered before v0.23 (guide: ``4:8``), else
+                                                           warned; v0.23+ gets ``HCCL_INTRA_ROCE_ENABLE=1``
+                                                           (A2) or ``ASCEND_ENABLE_USE_FABRIC_MEM=1`` (A3)
+=====================================  ==================  ===============================================
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+# --- versions ----------------------------------------------------------------------------------------------
+
+GUIDE_VERSION = '0.22.1rc1'
+NEW_CONNECTOR_SINCE = (0, 12)
+OLD_CONNECTOR_DEPRECATED_SINCE = (0, 13)
+LOOKUP_RPC_PORT_SINCE = (0, 12)
+REGISTER_BUFFER_BEFORE = (0, 12)
+ASCEND_BUFFER_POOL_BEFORE = (0, 23)
+OLDEST_KNOWN = (0, 11)
+
+OLD_CONNECTOR = 'MooncakeConnectorStoreV1'
+NEW_CONNECTOR = 'AscendStoreConnector'
+BACKENDS = ('mooncake', 'memcache', 'yuanrong')
+KV_ROLES = ('kv_both', 'kv_producer', 'kv_consumer')
+NPU_TYPES = ('a2', 'a3')
+GUIDE_ASCEND_BUFFER_POOL = '4:8'
+ASCEND_LD_LIBRARY_PATH = '/usr/local/Ascend/ascend-toolkit/latest/python/site-packages'
+MAX_DEVICE_ID = 15
+
+VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([A-Za-z0-9.+-]*)\s*$')
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
+ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+
+
+def parse_version(text):
+    """(major, minor, patch, suffix) of a vllm-ascend version such as ``v0.22.1rc1``; None when unparsable."""
+    if text is None:
+        return None
+    m = VERSION_RE.match(str(text))
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), m.group(4) or ''
+
+
+def version_text(parsed):
+    major, minor, patch, suffix = parsed
+    return 'v%d.%d.%d%s' % (major, minor, patch, suffix)
+
+
+def version_profile(version, npu_type='a2'):
+    """What the declared vllm-ascend version reads. Raises ValueError for an unparsable version."""
+    parsed = parse_version(version)
+    if parsed is None:
+        raise ValueError('not a vllm-ascend version: %r (expected e.g. v0.22.1rc1)' % (version,))
+    mm = parsed[:2]
+    profile = {
+        'version': version_text(parsed),
+        'connector': NEW_CONNECTOR if mm >= NEW_CONNECTOR_SINCE else OLD_CONNECTOR,
+        'knows_new_connector': mm >= NEW_CONNECTOR_SINCE,
+        'old_connector_deprecated': mm >= OLD_CONNECTOR_DEPRECATED_SINCE,
+        'rpc_port_key': 'lookup_rpc_port' if mm >= LOOKUP_RPC_PORT_SINCE else 'mooncake_rpc_port',
+        'reads_register_buffer': mm < REGISTER_BUFFER_BEFORE,
+        'reads_ascend_buffer_pool': mm < ASCEND_BUFFER_POOL_BEFORE,
+        'older_than_known': mm < OLDEST_KNOWN,
+        'transfer_env': {},
+    }
+    if not profile['reads_ascend_buffer_pool']:
+        profile['transfer_env'] = ({'ASCEND_ENABLE_USE_FABRIC_MEM': '1'} if npu_type == 'a3'
+                                   else {'HCCL_INTRA_ROCE_ENABLE': '1'})
+    return profile
+
+
+# --- kv-transfer-config and environment ---------------------------------------------------------------------
+
+def render_kv_transfer_config(profile, lookup_rpc_port=0, connector='', kv_role='kv_both', extra_config=None,
+                              register_buffer=None, top_level=None, where='vllm_instance'):
+    """(kv_transfer_config dict, warnings, errors) for one instance, as the declared version reads it.
+
+    ``extra_config`` is passed on as ``kv_connector_extra_config`` except the keys this version ignores (warned
+    and left out) and the port keys (an error: the port is per instance). ``register_buffer`` None means "the
+    guide's value where it is read".
+    """
+    warnings, errors = [], []
+    version = profile['version']
+    name = connector or profile['connector']
+    if connector:
+        if connector == NEW_CONNECTOR and not profile['knows_new_connector']:
+            errors.append('%s: kv_connector %s is unknown to vllm-ascend %s (it was named %s before v0.12); '
+                          'set it to %s or leave it empty' % (where, connector, version, OLD_CONNECTOR, OLD_CONNECTOR))
+        elif connector == OLD_CONNECTOR and profile['old_connector_deprecated']:
+            warnings.append('%s: kv_connector %s is deprecated in vllm-ascend %s (logs a deprecation warning; '
+                            '%s is the same class); leave it empty to render %s'
+                            % (where, connector, version, NEW_CONNECTOR, NEW_CONNECTOR))
+    extra = dict(extra_config or {})
+    for key in ('lookup_rpc_port', 'mooncake_rpc_port'):
+        if key in extra:
+            errors.append('%s: kv_connector_extra_config.%s must not be set there: it names an IPC path that must be '
+                          'unique per instance on a host; set lookup_rpc_port in the instance entry instead'
+                          % (where, key))
+            extra.pop(key)
+    if 'register_buffer' in extra:
+        if register_buffer is None:
+            register_buffer = extra['register_buffer']
+        extra.pop('register_buffer')
+    if profile['reads_register_buffer']:
+        extra['register_buffer'] = True if register_buffer is None else bool(register_buffer)
+    elif register_buffer is not None:
+        warnings.append('%s: register_buffer: %s (vllm_instance_register_buffer or kv_connector_extra_config) is '
+                        'ignored by vllm-ascend %s (only v0.11 reads it); not rendered'
+                        % (where, json.dumps(register_buffer), version))
+    backend = extra.get('backend')
+    if backend is not None and backend not in BACKENDS:
+        errors.append('%s: kv_connector_extra_config.backend %r is not one of %s (vllm-ascend fails at start)'
+                      % (where, backend, ', '.join(BACKENDS)))
+    if extra.get('use_layerwise') and extra.get('load_async'):
+        warnings.append('%s: load_async is ignored when use_layerwise is on' % where)
+    if kv_role not in KV_ROLES:
+        errors.append('%s: kv_role %r is not one of %s (PD co-located instances use kv_both)'
+                      % (where, kv_role, ', '.join(KV_ROLES)))
+    extra[profile['rpc_port_key']] = lookup_rpc_port
+    config = {'kv_connector': name, 'kv_role': kv_role, 'kv_connector_extra_config': extra}
+    for key, value in sorted((top_level or {}).items()):
+        if key in config:
+            errors.append('%s: kv_transfer_extra.%s clashes with a rendered key; use the dedicated variable'
+                          % (where, key))
+            continue
+        config[key] = value
+    return config, warnings, errors
+
+
+def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip='', ascend_buffer_pool=None,
+               extra_env=None, where='vllm_instance'):
+    """(environment dict, warnings, errors) of one instance for the declared version."""
+    warnings, errors = [], []
+    version = profile['version']
+    env = {}
+    if not mooncake_config_path:
+        errors.append('%s: MOONCAKE_CONFIG_PATH is empty: vLLM fails at start without it; set '
+                      'vllm_instance_mooncake_config_path to the mooncake.json of the node' % where)
+    else:
+        env['MOONCAKE_CONFIG_PATH'] = str(mooncake_config_path)
+    if python_hash_seed is None or str(python_hash_seed).strip() == '':
+        errors.append('%s: PYTHONHASHSEED is empty: prefix block hashes then differ between processes and no '
+                      'cross-node hit ever happens; set vllm_instance_python_hash_seed (e.g. 0) on every node' % where)
+    else:
+        env['PYTHONHASHSEED'] = str(python_hash_seed)
+    if host_ip:
+        env['VLLM_HOST_IP'] = str(host_ip)
+    env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
+    user = dict((str(k), '' if v is None else str(v)) for k, v in (extra_env or {}).items())
+    for key in list(user):
+        if not ENV_NAME_RE.match(key):
+            errors.append('%s: environment variable name %r is not valid' % (where, key))
+            user.pop(key)
+    if 'ASCEND_RT_VISIBLE_DEVICES' in user:
+        errors.append('%s: set the NPUs with the instance\'s devices list, not ASCEND_RT_VISIBLE_DEVICES in the '
+                      'environment' % where)
+        user.pop('ASCEND_RT_VISIBLE_DEVICES')
+    if 'ASCEND_BUFFER_POOL' in user:
+        if ascend_buffer_pool in (None, ''):
+            ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
+        user.pop('ASCEND_BUFFER_POOL')
+    if profile['reads_ascend_buffer_pool']:
+        env['ASCEND_BUFFER_POOL'] = str(ascend_buffer_pool) if ascend_buffer_pool not in (None, '') \
+            else GUIDE_ASCEND_BUFFER_POOL
+    elif ascend_buffer_pool not in (None, ''):
+        warnings.append('%s: ASCEND_BUFFER_POOL=%s (vllm_instance_ascend_buffer_pool or the environment) is no longer '
+                        'read by vllm-ascend %s (removed in v0.23 in favour of %s, which is set instead); not rendered'
+                        % (where, ascend_buffer_pool, version, ', '.join('%s=%s' % kv for kv in
+                                                                         sorted(profile['transfer_env'].items()))))
+    env.update(profile['transfer_env'])
+    env.update(user)
+    return env, warnings, errors
+
+
+# --- command line, fingerprint, diff -------------------------------------------------------------------------
+
+def format_number(value):
+    """A CLI number: ints as ints, floats without a spurious trailing zero (0.9, not 0.90000001)."""
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith('.0') else text
+    return str(value)
+
+
+def kv_config_json(config):
+    """The kv-transfer-config argument: compact JSON with sorted keys (stable, so the fingerprint is too)."""
+    return json.dumps(config, sort_keys=True, separators=(',', ':'))
+
+
+# (parameter, flag) in the order of the guide's command line.
+SERVE_FLAGS = (
+    ('served_model_name', '--served-model-name'),
+    ('dtype', '--dtype'),
+    ('max_model_len', '--max-model-len'),
+    ('tensor_parallel_size', '--tensor-parallel-size'),
+    ('host', '--host'),
+    ('port', '--port'),
+    ('max_num_batched_tokens', '--max-num-batched-tokens'),
+    ('gpu_memory_utilization', '--gpu-memory-utilization'),
+)
+
+
+def build_argv(binary, params):
+    """``vllm serve`` argv from structured parameters (None values are left out, so vLLM's defaults apply)."""
+    argv = [str(binary), 'serve', str(params['model'])]
+    for key, flag in SERVE_FLAGS:
+        value = params.get(key)
+        if value is None or value == '':
+            continue
+        argv.extend([flag, format_number(value)])
+    if params.get('kv_transfer_config'):
+        argv.extend(['--kv-transfer-config', kv_config_json(params['kv_transfer_config'])])
+    argv.extend(str(a) for a in (params.get('extra_args') or []))
+    return argv
+
+
+def fingerprint(argv, env=None, path_prepend=None):
+    """sha256 of the full command line, environment and path prepends."""
+    doc = {'argv': [str(a) for a in argv],
+           'env': dict((str(k), str(v)) for k, v in (env or {}).items()),
+           'path_prepend': dict((str(k), [str(p) for p in v]) for k, v in (path_prepend or {}).items())}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode('utf-8')).hexdigest()
+
+
+def settings_text(argv, env=None, path_prepend=None):
+    """The effective settings one item per line, for diffs: argv flags with their values, then the environment."""
+    if not argv:
+        return ''
+    lines = [' '.join(argv[:3])]
+    rest = list(argv[3:])
+    i = 0
+    while i < len(rest):
+        item = rest[i]
+        if item.startswith('--') and '=' not in item and i + 1 < len(rest) and not rest[i + 1].startswith('--'):
+            value = rest[i + 1]
+            if item == '--kv-transfer-config':
+                try:
+                    value = json.dumps(json.loads(value), sort_keys=True)
+                except ValueError:
+                    pass
+            lines.append('  %s %s' % (item, value))
+            i += 2
+        else:
+            lines.append('  %s' % item)
+            i += 1
+    for key, value in sorted((env or {}).items()):
+        lines.append('  env %s=%s' % (key, value))
+    for key, value in sorted((path_prepend or {}).items()):
+        lines.append('  env %s=%s:$%s' % (key, ':'.join(value), key))
+    return '\n'.join(lines) + '\n'
+
+
+# --- health answers --------------------------------------------------------------------------------------------
+
+def parse_models(body):
+    """Model ids listed by a ``GET /v1/models`` answer (OpenAI list format); [] when it is not one."""
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        return []
+    if not isinstance(doc, dict) or not isinstance(doc.get('data'), list):
+        return []
+    return [str(m.get('id')) for m in doc['data'] if isinstance(m, dict) and m.get('id') is not None]
+
+
+def probe_host(host):
+    """Where the health polls connect for a server bound to ``host`` (all addresses -> loopback)."""
+    if not host or host in ('0.0.0.0', '::', '[::]', '*'):
+        return '127.0.0.1'
+    return host
+
+
+def format_host_port(host, port):
+    if ':' in host and not host.startswith('['):
+        return '[%s]:%s' % (host, port)
+    return '%s:%s' % (host, port)
+
+
+def _stat_fields(stat_text):
+    """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
+    if not stat_text:
+        return None
+    if isinstance(stat_text, bytes):
+        stat_text = stat_text.decode('utf-8', 'replace')
+    close = stat_text.rfind(')')
+    if close < 0:
+        return None
+    return stat_text[close + 1:].split()
+
+
+def stat_state(stat_text):
+    """The one-letter state (R, S, D, Z, ...) of a /proc/<pid>/stat line, or None."""
+    rest = _stat_fields(stat_text)
+    return rest[0] if rest else None
+
+
+def stat_starttime(stat_text):
+    """Field 22 (starttime, clock ticks since boot) of a /proc/<pid>/stat line: with the pid, a process identity
+    that survives the process renaming itself (vLLM sets process titles), unlike the command line."""
+    rest = _stat_fields(stat_text)
+    # rest[0] is field 3 (state), so field 22 is rest[19].
+    if not rest or len(rest) < 20 or not rest[19].isdigit():
+        return None
+    return int(rest[19])
+
+
+def log_errors(text, limit=5):
+    """The last error-looking lines of a vLLM log (tracebacks' final lines, ERROR records)."""
+    if not text:
+        return []
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    found = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if (re.match(r'^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception|Exit)\b.*:', s) or ' ERROR ' in s
+                or s.startswith('ERROR') or 'error:' in s.lower()[:80]):
+            found.append(s[:400])
+    return found[-limit:]
+
+
+def main_error(text):
+    """The line that says why a vLLM start failed, or None.
+
+    The last error line, except that vLLM ends an engine failure with ``RuntimeError: Engine core initialization
+    failed. See root cause above.``: then the root cause (the error line before it) comes first.
+    """
+    errors = log_errors(text, limit=10)
+    if not errors:
+        return None
+    if 'root cause above' in errors[-1]:
+        causes = [e for e in errors[:-1] if 'failed to start' not in e and 'root cause above' not in e]
+        if causes:
+            return '%s (%s)' % (causes[-1], errors[-1])
+    return errors[-1]
+
+
+# --- per-host plan of the vllm_instance role ----------------------------------------------------------------
+
+INSTANCE_KEYS = (
+    'name', 'devices', 'port', 'tensor_parallel_size', 'lookup_rpc_port', 'served_model_name', 'model_path',
+    'dtype', 'max_model_len', 'max_num_batched_tokens', 'gpu_memory_utilization', 'listen_host',
+    'kv_connector_extra_config', 'environment', 'extra_args', 'state',
+)
+INSTANCE_STATES = ('started', 'stopped')
+
+
+def _is_int(value):
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.strip().isdigit()
+
+
+def _ranges(devices):
+    """[0, 1, 2, 3, 6] -> '0-3,6' (for summaries)."""
+    runs = []
+    for d in sorted(devices):
+        if runs and d == runs[-1][1] + 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return ','.join('%d-%d' % (a, b) if a != b else '%d' % a for a, b in runs)
+
+
+def find_collisions(instances, reserved_ports=None, host='this host'):
+    """Errors for ports, devices, lookup_rpc_ports and names used twice on one host.
+
+    ``instances`` are dicts with ``name``, ``port``, ``devices``, ``lookup_rpc_port``; ``reserved_ports`` maps a
+    port to what else uses it on the host (e.g. the master's RPC port).
+    """
+    errors = []
+    seen = {'name': {}, 'port': {}, 'lookup_rpc_port': {}}
+    device_owner = {}
+    for inst in instances:
+        label = inst.get('name') or '#%s' % inst.get('index')
+        for key in ('name', 'port', 'lookup_rpc_port'):
+            value = inst.get(key)
+            if value is None:
+                continue
+            if value in seen[key]:
+                errors.append('%s: %s %s is used by both instance %s and instance %s%s'
+                              % (host, key, value, seen[key][value], label,
+                                 ' (it names an IPC path that must be unique per instance on a host)'
+                                 if key == 'lookup_rpc_port' else ''))
+            else:
+                seen[key][value] = label
+        port = inst.get('port')
+        if port is not None and reserved_ports and (port in reserved_ports or str(port) in reserved_ports):
+            owner = reserved_ports.get(port, reserved_ports.get(str(port)))
+            errors.append('%s: port %s of instance %s is already used by %s' % (host, port, label, owner))
+        for dev in inst.get('devices') or []:
+            owner = device_owner.get(dev)
+            if owner is not None and owner[0] != id(inst):
+                errors.append('%s: NPU %s is given to both instance %s and instance %s'
+                              % (host, dev, owner[1], label))
+            else:
+                device_owner[dev] = (id(inst), label)
+    return errors
+
+
+def plan_instances(instances, settings, host='this host'):
+    """The full plan of one host's instances: rendered config, environment, argv inputs, warnings and errors.
+
+    ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
+    model_path, served_model_name, dtype, max_model_len, max_num_batched_tokens, gpu_memory_utilization,
+    listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
+    kv_transfer_extra, environment, python_hash_seed, ld_library_path, mooncake_config_path, extra_args,
+    reserved_ports.
+    """
+    errors, warnings = [], []
+    plan = {'host': host, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
+            'warnings': warnings, 'errors': errors}
+    try:
+        profile = version_profile(settings.get('version'), settings.get('npu_type') or 'a2')
+    except ValueError as exc:
+        errors.append('%s: vllm_instance_vllm_ascend_version: %s' % (host, exc))
+        return plan
+    plan['profile'] = profile
+    plan['version'] = profile['version']
+    if settings.get('npu_type', 'a2') not in NPU_TYPES:
+        errors.append('%s: vllm_instance_npu_type must be one of %s, got %r'
+                      % (host, ', '.join(NPU_TYPES), settings.get('npu_type')))
+    if profile['older_than_known']:
+        warnings.append('%s: vllm-ascend %s is older than v0.11, the first release with the KV pool connector; '
+                        'rendering as for v0.11' % (host, profile['version']))
+    if not isinstance(instances, list):
+        errors.append('%s: vllm_instance_instances must be a list of instances, got %s'
+                      % (host, type(instances).__name__))
+        return plan
+    planned = []
+    raw_warnings = []
+    for index, raw in enumerate(instances):
+        if not isinstance(raw, dict):
+            errors.append('%s: vllm_instance_instances[%d] must be a dict (devices, port, ...), got %r'
+                          % (host, index, raw))
+            continue
+        where = '%s: vllm_instance_instances[%d]' % (host, index)
+        unknown = sorted(set(raw) - set(INSTANCE_KEYS))
+        if unknown:
+            errors.append('%s: unknown key(s) %s; allowed: %s' % (where, ', '.join(unknown), ', '.join(INSTANCE_KEYS)))
+        inst = {'index': index}
+        port = raw.get('port')
+        if not _is_int(port) or not 1 <= int(port) <= 65535:
+            errors.append('%s: port must be a TCP port 1-65535, got %r' % (where, port))
+            port = None
+        else:
+            port = int(port)
+        inst['port'] = port
+        name = raw.get('name') or ('vllm-%s' % port if port else None)
+        if name is not None and not NAME_RE.match(str(name)):
+            errors.append('%s: name %r must be letters, digits, ".", "_" or "-" (it names the state directory)'
+                          % (where, name))
+        inst['name'] = None if name is None else str(name)
+        if inst['name']:
+            where = '%s: instance %s' % (host, inst['name'])
+        devices = raw.get('devices')
+        if not isinstance(devices, list) or not devices or not all(_is_int(d) for d in devices):
+            errors.append('%s: devices must be a non-empty list of NPU ids, got %r' % (where, devices))
+            devices = []
+        devices = [int(d) for d in devices]
+        bad = [d for d in devices if d > MAX_DEVICE_ID]
+        if bad:
+            errors.append('%s: NPU ids must be 0-%d, got %s' % (where, MAX_DEVICE_ID, bad))
+        if len(set(devices)) != len(devices):
+            errors.append('%s: devices %s lists an NPU twice' % (where, devices))
+        inst['devices'] = devices
+        tp = raw.get('tensor_parallel_size')
+        if tp in (None, '', 0):
+            tp = len(devices)
+        elif not _is_int(tp) or int(tp) < 1:
+            errors.append('%s: tensor_parallel_size must be a positive integer, got %r' % (where, tp))
+            tp = len(devices)
+        else:
+            tp = int(tp)
+            if devices and tp != len(devices):
+                errors.append('%s: tensor_parallel_size %d does not match its %d visible NPU(s) %s: vLLM would fail '
+                              'at start; give the instance exactly %d NPU(s) or leave tensor_parallel_size unset'
+                              % (where, tp, len(devices), devices, tp))
+        inst['tensor_parallel_size'] = tp
+        lookup = raw.get('lookup_rpc_port', index)
+        if not _is_int(lookup):
+            errors.append('%s: lookup_rpc_port must be a non-negative integer, got %r' % (where, lookup))
+            lookup = index
+        inst['lookup_rpc_port'] = int(lookup)
+        state = raw.get('state', 'started')
+        if state not in INSTANCE_STATES:
+            errors.append('%s: state must be one of %s, got %r' % (where, ', '.join(INSTANCE_STATES), state))
+        inst['state'] = state
+        model = raw.get('model_path') or settings.get('model_path')
+        if not model:
+            errors.append('%s: no model: set vllm_instance_model_path (or model_path of the instance)' % where)
+        inst['model'] = model
+        for key in ('served_model_name', 'dtype', 'max_model_len', 'max_num_batched_tokens',
+                    'gpu_memory_utilization'):
+            value = raw.get(key, settings.get(key))
+            inst[key] = None if value in ('', None, 0) else value
+        inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
+        extra = dict(settings.get('kv_connector_extra_config') or {})
+        extra.update(raw.get('kv_connector_extra_config') or {})
+        config, warn, err = render_kv_transfer_config(
+            profile, inst['lookup_rpc_port'], settings.get('kv_connector') or '', settings.get('kv_role') or 'kv_both',
+            extra, settings.get('register_buffer'), settings.get('kv_transfer_extra'), where)
+        inst['kv_transfer_config'] = config
+        raw_warnings.extend((where, w) for w in warn)
+        errors.extend(err)
+        user_env = dict(settings.get('environment') or {})
+        user_env.update(raw.get('environment') or {})
+        env, warn, err = render_env(profile, devices, settings.get('mooncake_config_path'),
+                                    settings.get('python_hash_seed'), settings.get('host_ip') or '',
+                                    settings.get('ascend_buffer_pool'), user_env, where)
+        inst['env'] = env
+        raw_warnings.extend((where, w) for w in warn)
+        errors.extend(err)
+        ld = [str(p) for p in (settings.get('ld_library_path') or []) if p]
+        inst['path_prepend'] = {'LD_LIBRARY_PATH': ld} if ld else {}
+        inst['extra_args'] = [str(a) for a in (settings.get('extra_args') or [])] + \
+            [str(a) for a in (raw.get('extra_args') or [])]
+        inst['devices_text'] = _ranges(devices)
+        planned.append(inst)
+    errors.extend(find_collisions(planned, settings.get('reserved_ports'), host))
+    # A role-level setting warns once per host, not once per instance.
+    texts = [w[len(loc) + 2:] if w.startswith(loc + ': ') else w for loc, w in raw_warnings]
+    for w, text in zip([item[1] for item in raw_warnings], texts):
+        line = '%s: %s' % (host, text) if texts.count(text) > 1 else w
+        if line not in warnings:
+            warnings.append(line)
+    plan['instances'] = planned
+    started = [i for i in planned if i['state'] == 'started']
+    plan['devices'] = sorted(set(d for i in started for d in i['devices']))
+    plan['ports'] = [i['port'] for i in started if i['port']]
+    plan['total_tp'] = sum(i['tensor_parallel_size'] for i in started)
+    return plan

@@ -1,0 +1,450 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kvpool_benchmark
+short_description: Run one step of the vLLM-Ascend KV pool TTFT benchmark against one instance
+version_added: 0.1.0
+description:
+  - Sends one dataset of fully random prompts of exactly O(input_tokens) tokens (deterministic for
+    O(dataset_seed)) to one OpenAI-compatible vLLM instance as streaming chat (or completions) requests, at most
+    O(concurrency) at a time, and measures every request's time to first token (TTFT), time per output token
+    (TPOT) and end-to-end latency, with mean, median, p90 and p99 over the step.
+  - Failed requests (HTTP errors, error events, broken or timed-out streams) are counted and listed, never
+    dropped; the statistics are over the requests that succeeded.
+  - Scrapes the Prometheus C(/metrics) of every URL in O(metrics_urls) (both instances and the Mooncake master)
+    right before and right after the step and returns the counter deltas, the prefix-cache and external (pool)
+    hit rates of each instance and the master's key count and used bytes, so the step shows where its KV hits
+    came from.
+  - Runs the load from the host it executes on. The role M(ascend.kvpool.kvpool_benchmark) delegates it to the
+    node of instance 1 by default (as the guide runs AISBench next to the instances), so the controller's link
+    is not part of the measurement.
+  - With O(tool=aisbench) the step is run by AISBench (C(ais_bench), the guide's tool) with the guide's model
+    config rendered from the same options and the same prompts, and its CSV/JSON results are parsed into the
+    same summary.
+  - The prompt length is fitted with the instance's own tokenizer (C(POST /tokenize)) when it serves one.
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+attributes:
+  check_mode:
+    support: full
+    description: In check mode no request is sent (not even to C(/metrics)); the module returns what it would run.
+  diff_mode:
+    support: none
+    description: The module manages no state, so there is nothing to diff.
+  idempotent:
+    support: none
+    description:
+      - A benchmark sends traffic and fills the instances' KV caches, so a second run measures something else
+        (for example cache hits in a step that was cold the first time). It always reports C(changed=false)
+        because it manages no configuration.
+options:
+  name:
+    description: Label of the step, returned as RV(step).
+    type: str
+    default: step
+  url:
+    description: Base URL of the vLLM instance, for example C(http://10.0.0.11:8002).
+    type: str
+    required: true
+  model:
+    description: Served model name sent in the requests; empty uses the first id of C(GET /v1/models).
+    type: str
+    default: ''
+  api:
+    description: C(chat) sends C(/v1/chat/completions) (AISBench's C(vllm_api_stream_chat), the guide), C(completions)
+      sends C(/v1/completions).
+    type: str
+    choices: [chat, completions]
+    default: chat
+  dataset_seed:
+    description: Seed of the dataset. The same seed, size and tokenizer give the very same prompts.
+    type: int
+    required: true
+  num_requests:
+    description: Number of prompts of the dataset, each sent once (the guide 100).
+    type: int
+    default: 100
+  input_tokens:
+    description: Prompt length in tokens, chat template included (the guide 1024).
+    type: int
+    default: 1024
+  output_tokens:
+    description: C(max_tokens) of every request (the guide 10).
+    type: int
+    default: 10
+  concurrency:
+    description: Requests in flight at once (AISBench C(batch_size); the guide 25).
+    type: int
+    default: 25
+  temperature:
+    description: Sampling temperature (the guide 0).
+    type: float
+    default: 0
+  ignore_eos:
+    description: Ask for exactly O(output_tokens) tokens (the guide C(ignore_eos=True)).
+    type: bool
+    default: true
+  tokenize:
+    description:
+      - How prompt lengths are fitted. C(server) uses the instance's C(POST /tokenize) and fails without it;
+        C(words) assumes one token per word plus the chat template overhead; C(auto) uses C(server) when the
+        instance answers, else C(words).
+    type: str
+    choices: [auto, server, words]
+    default: auto
+  request_timeout:
+    description: Seconds one request may take, and the socket timeout of every read.
+    type: float
+    default: 600
+  api_key:
+    description: Bearer token of the instance (vLLM C(--api-key)); empty sends none.
+    type: str
+    default: ''
+  metrics_urls:
+    description:
+      - C(/metrics) URLs scraped right before and after the step, by a name of your choice (for example
+        C(instance1), C(instance2), C(master)). A scrape that fails is reported, not fatal.
+    type: dict
+    default: {}
+  metrics_prefixes:
+    description: Metric name prefixes kept from the scrapes (the rest is dropped from the result).
+    type: list
+    elements: str
+    default: ['vllm:prefix_cache', 'vllm:external_prefix_cache', 'vllm:prompt_tokens', 'vllm:generation_tokens',
+              'vllm:request_success', 'vllm:num_requests', 'vllm:kv_cache_usage', 'kvpool_sim_pool', 'master_']
+  return_requests:
+    description: Return every request's timings in RV(requests).
+    type: bool
+    default: true
+  tool:
+    description: C(builtin) uses the collection's streaming client; C(aisbench) runs C(ais_bench) (must be installed).
+    type: str
+    choices: [builtin, aisbench]
+    default: builtin
+  aisbench_command:
+    description: The C(ais_bench) executable (name on C(PATH) or path).
+    type: str
+    default: ais_bench
+  aisbench_model_path:
+    description: C(path) of the guide's AISBench model config (the model directory, used by AISBench's tokenizer).
+    type: str
+    default: ''
+  aisbench_work_dir:
+    description: Directory for the rendered config, the dataset file and AISBench's outputs; empty makes a
+      temporary one.
+    type: path
+  aisbench_timeout:
+    description: Seconds the C(ais_bench) run may take.
+    type: int
+    default: 3600
+notes:
+  - Time to first token is measured from just before the request is written to the arrival of the first
+    streamed chunk that carries content; end-to-end latency to C(data [DONE]); TPOT is
+    (E2E - TTFT) / (output tokens - 1), as AISBench computes it.
+  - Percentiles interpolate linearly between closest ranks (numpy's default, as AISBench).
+seealso:
+  - module: ascend.kvpool.kvpool_benchmark_report
+"""
+
+EXAMPLES = r"""
+- name: Step 1 of the guide - dataset A to instance 1, no cache
+  ascend.kvpool.kvpool_benchmark:
+    name: step1
+    url: http://10.0.0.11:8002
+    dataset_seed: 1234
+    metrics_urls:
+      instance1: http://10.0.0.11:8002/metrics
+      instance2: http://10.0.0.12:8002/metrics
+      master: http://10.0.0.11:9003/metrics
+  register: step1
+
+- name: Show the TTFT
+  ansible.builtin.debug:
+    msg: >-
+      median TTFT {{ step1.summary.ttft_ms.median }} ms,
+      external hits {{ step1.metrics.instance1.hits.external_hits }}
+"""
+
+RETURN = r"""
+step:
+  description: The step label (O(name)).
+  returned: always
+  type: str
+  sample: step1
+url:
+  description: The instance the requests went to.
+  returned: always
+  type: str
+model:
+  description: The served model name used.
+  returned: always
+  type: str
+  sample: qwen
+tool:
+  description: C(builtin) or C(aisbench).
+  returned: always
+  type: str
+check_mode:
+  description: True when nothing was sent (check mode).
+  returned: always
+  type: bool
+dataset:
+  description: The dataset sent, without the prompts.
+  returned: success
+  type: dict
+  contains:
+    seed: {description: O(dataset_seed)., type: int}
+    count: {description: Number of prompts., type: int}
+    input_tokens: {description: Wanted prompt length., type: int}
+    tokens: {description: Min / mean / max counted prompt length., type: dict}
+    exact: {description: Whether every prompt has exactly the wanted length., type: bool}
+    method: {description: C(tokenize) (server tokenizer) or C(words) (assumed)., type: str}
+    fingerprint: {description: sha256 prefix over the prompts; equal fingerprints mean the same prompts., type: str}
+summary:
+  description: Aggregate of the step; latencies in milliseconds.
+  returned: success
+  type: dict
+  sample:
+    requests: 100
+    succeeded: 100
+    failed: 0
+    errors: []
+    ttft_ms: {count: 100, mean: 225.1, median: 221.0, p90: 260.3, p99: 281.9, min: 30.2, max: 283.0}
+    tpot_ms: {count: 100, mean: 4.1, median: 4.0, p90: 4.3, p99: 4.9, min: 3.9, max: 5.0}
+    e2e_ms: {count: 100, mean: 262.0, median: 258.3, p90: 300.1, p99: 320.2, min: 66.1, max: 321.0}
+    duration_s: 1.05
+    request_throughput: 95.2
+requests:
+  description: Every request in dataset order (O(return_requests)); failed ones carry C(ok=false) and C(error).
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {index: 0, ok: true, status: 200, error: null, ttft_ms: 31.2, tpot_ms: 4.0, e2e_ms: 67.5, output_tokens: 10,
+       start_s: 0.0}
+metrics:
+  description:
+    - Per name of O(metrics_urls) - C(url), C(error) (null when both scrapes worked), C(before), C(after) and
+      C(delta) (selected series), and C(hits) (vLLM instances - prefix and external query/hit tokens and rates,
+      pool loads from the instance's own / another segment on the simulated stand-in) or C(master) (the Mooncake
+      master's C(key_count), C(allocated_bytes), C(capacity_bytes), C(active_clients) before and after).
+  returned: success
+  type: dict
+aisbench:
+  description: With O(tool=aisbench) - the rendered config, the command, its result files and its output tail.
+  returned: when O(tool=aisbench)
+  type: dict
+started:
+  description: Wall-clock start of the step (ISO 8601, UTC).
+  returned: success
+  type: str
+"""
+
+import io
+import os
+import shutil
+import socket
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench
+from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+
+
+def scrape(metrics_urls, prefixes, timeout):
+    out = {}
+    for name, url in sorted((metrics_urls or {}).items()):
+        text, error = _loadgen.get_text(url, timeout=timeout)
+        out[name] = {'url': url, 'samples': _loadgen.parse_prometheus(text, prefixes) if text is not None else None,
+                     'error': error}
+    return out
+
+
+def compare(before, after):
+    out = {}
+    for name in sorted(set(before) | set(after)):
+        first = before.get(name) or {}
+        last = after.get(name) or {}
+        errors = [e for e in (first.get('error'), last.get('error')) if e]
+        entry = {'url': last.get('url') or first.get('url'), 'error': '; '.join(errors) or None,
+                 'before': first.get('samples'), 'after': last.get('samples'), 'delta': None}
+        if first.get('samples') is not None and last.get('samples') is not None:
+            entry['delta'] = _loadgen.diff(first['samples'], last['samples'])
+        samples = last.get('samples') or first.get('samples') or {}
+        if any(key.startswith('master_') for key in samples):
+            entry['master'] = {
+                'before': _loadgen.master_state(first['samples']) if first.get('samples') is not None else None,
+                'after': _loadgen.master_state(last['samples']) if last.get('samples') is not None else None,
+            }
+        if any(key.startswith('vllm:') or key.startswith('kvpool_sim_') for key in samples):
+            entry['hits'] = _loadgen.vllm_hits(entry['delta']) if entry['delta'] is not None else None
+        out[name] = entry
+    return out
+
+
+def dataset_info(data):
+    tokens = data['tokens']
+    return {
+        'seed': data['seed'], 'count': data['count'], 'input_tokens': data['input_tokens'],
+        'tokens': {'min': min(tokens) if tokens else None, 'max': max(tokens) if tokens else None,
+                   'mean': round(float(sum(tokens)) / len(tokens), 1) if tokens else None},
+        'exact': data['exact'], 'method': data['method'], 'fingerprint': data['fingerprint'],
+    }
+
+
+def run_aisbench(module, params, url, model, data):
+    scheme, host, port, base = _loadgen.split_url(url)
+    if scheme != 'http' or base:
+        module.fail_json(msg='tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
+    command = params['aisbench_command']
+    exe = command if os.path.sep in command else module.get_bin_path(command)
+    if not exe or not os.path.exists(exe):
+        module.fail_json(msg='tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
+                             'pip install ais_bench_benchmark) or set aisbench_command'
+                             % (command, socket.gethostname()))
+    work = params['aisbench_work_dir'] or tempfile.mkdtemp(prefix='kvpool-aisbench-')
+    step_dir = os.path.join(work, params['name'])
+    if os.path.isdir(step_dir):
+        shutil.rmtree(step_dir)
+    os.makedirs(step_dir)
+    settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
+                                        params['concurrency'], params['temperature'], params['ignore_eos'],
+                                        api_key=params['api_key'])
+    dataset_path = os.path.join(step_dir, 'dataset_%d.jsonl' % data['seed'])
+    with io.open(dataset_path, 'w', encoding='utf-8') as handle:
+        handle.write(_aisbench.dataset_jsonl(data['prompts']))
+    config_dir = os.path.join(step_dir, 'configs')
+    os.makedirs(os.path.join(config_dir, 'models'))
+    config_path = os.path.join(config_dir, 'models', _aisbench.MODEL_CONFIG_NAME + '.py')
+    with io.open(config_path, 'w', encoding='utf-8') as handle:
+        handle.write(_aisbench.render_model_config(settings))
+    outputs = os.path.join(step_dir, 'outputs')
+    argv = _aisbench.command(exe, config_dir, dataset_path, outputs)
+    limit = module.get_bin_path('timeout')
+    if limit and params['aisbench_timeout'] > 0:
+        argv = [limit, '--kill-after=30', str(params['aisbench_timeout'])] + argv
+    started = time.perf_counter()
+    rc, out, err = module.run_command(argv, cwd=step_dir, environ_update={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
+    wall = time.perf_counter() - started
+    tail = (out + '\n' + err).strip().splitlines()[-40:]
+    info = {'command': argv, 'rc': rc, 'work_dir': step_dir, 'config': config_path, 'dataset': dataset_path,
+            'output_tail': tail, 'wall_s': round(wall, 3)}
+    results = _aisbench.read_results(outputs)
+    if rc != 0 or results is None:
+        module.fail_json(msg='ais_bench failed (rc %s)%s; see aisbench.output_tail'
+                         % (rc, '' if results else ', no performance results under %s' % outputs), aisbench=info)
+    info.update(run_dir=results['run_dir'], csv=results['csv'], json=results['json'])
+    return results['summary'], info
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type='str', default='step'),
+            url=dict(type='str', required=True),
+            model=dict(type='str', default=''),
+            api=dict(type='str', default='chat', choices=['chat', 'completions']),
+            dataset_seed=dict(type='int', required=True),
+            num_requests=dict(type='int', default=100),
+            input_tokens=dict(type='int', default=1024, no_log=False),
+            output_tokens=dict(type='int', default=10, no_log=False),
+            concurrency=dict(type='int', default=25),
+            temperature=dict(type='float', default=0),
+            ignore_eos=dict(type='bool', default=True),
+            tokenize=dict(type='str', default='auto', choices=['auto', 'server', 'words']),
+            request_timeout=dict(type='float', default=600),
+            api_key=dict(type='str', default='', no_log=True),
+            metrics_urls=dict(type='dict', default={}),
+            metrics_prefixes=dict(type='list', elements='str',
+                                  default=['vllm:prefix_cache', 'vllm:external_prefix_cache', 'vllm:prompt_tokens',
+                                           'vllm:generation_tokens', 'vllm:request_success', 'vllm:num_requests',
+                                           'vllm:kv_cache_usage', 'kvpool_sim_pool', 'master_']),
+            return_requests=dict(type='bool', default=True),
+            tool=dict(type='str', default='builtin', choices=['builtin', 'aisbench']),
+            aisbench_command=dict(type='str', default='ais_bench'),
+            aisbench_model_path=dict(type='str', default=''),
+            aisbench_work_dir=dict(type='path'),
+            aisbench_timeout=dict(type='int', default=3600),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    url = params['url'].rstrip('/')
+    if '://' not in url:
+        url = 'http://' + url
+    for key in ('num_requests', 'input_tokens', 'output_tokens', 'concurrency'):
+        if params[key] < 1:
+            module.fail_json(msg='%s must be at least 1 (got %d)' % (key, params[key]))
+    if params['tool'] == 'aisbench' and params['api'] != 'chat':
+        module.fail_json(msg='tool=aisbench runs the guide\'s vllm_api_stream_chat: api must be chat')
+    if params['input_tokens'] < 8:
+        module.fail_json(msg='input_tokens must be at least 8 (got %d)' % params['input_tokens'])
+    result = {'changed': False, 'step': params['name'], 'url': url, 'model': params['model'], 'tool': params['tool'],
+              'check_mode': module.check_mode}
+    if module.check_mode:
+        result['msg'] = ('check mode: would send %d %s requests of %d prompt tokens (seed %d, max_tokens %d, '
+                         'concurrency %d) to %s with %s, and scrape %s before and after'
+                         % (params['num_requests'], params['api'], params['input_tokens'], params['dataset_seed'],
+                            params['output_tokens'], params['concurrency'], url, params['tool'],
+                            ', '.join(sorted(params['metrics_urls'])) or 'no /metrics'))
+        module.exit_json(**result)
+
+    timeout = max(1.0, params['request_timeout'])
+    model = params['model']
+    if not model:
+        try:
+            names = _loadgen.served_models(url, params['api_key'] or None, timeout=min(timeout, 30.0))
+        except Exception as exc:  # pylint: disable=broad-except
+            module.fail_json(msg='cannot list the served models of %s: %s' % (url, exc), **result)
+        if not names:
+            module.fail_json(msg='%s/v1/models lists no model; set model' % url, **result)
+        model = names[0]
+    result['model'] = model
+
+    counter = None
+    if params['tokenize'] in ('auto', 'server'):
+        counter = _loadgen.tokenize_counter(url, model, params['api'], params['api_key'] or None,
+                                            timeout=min(timeout, 60.0))
+        if counter is None and params['tokenize'] == 'server':
+            module.fail_json(msg='tokenize=server but %s/tokenize does not answer' % url, **result)
+    overhead = _loadgen.CHAT_OVERHEAD
+    if params['tool'] == 'aisbench':
+        # AISBench sends "Question: <prompt>\nAnswer: " (its custom qa template): fit that text to the length.
+        inner = counter
+        counter = (lambda text: inner(_aisbench.wrap_prompt(text))) if inner is not None else None
+        overhead += 2
+    data = _loadgen.make_dataset(params['dataset_seed'], params['num_requests'], params['input_tokens'], counter,
+                                 overhead)
+    result['dataset'] = dataset_info(data)
+
+    result['started'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+    prefixes = params['metrics_prefixes'] or None
+    before = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
+    if params['tool'] == 'aisbench':
+        summary, info = run_aisbench(module, params, url, model, data)
+        result['aisbench'] = info
+        requests = []
+    else:
+        requests, wall = _loadgen.run_load(url, model, data['prompts'], params['concurrency'],
+                                           params['output_tokens'], params['temperature'], params['ignore_eos'],
+                                           params['api'], params['api_key'] or None, timeout)
+        summary = _loadgen.summarize(requests, wall, params['output_tokens'] if params['ignore_eos'] else None)
+    after = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
+    result['summary'] = summary
+    result['requests'] = requests if params['return_requests'] else []
+    result['metrics'] = compare(before, after)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

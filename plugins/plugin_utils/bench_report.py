@@ -1,0 +1,390 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The TTFT benchmark report, built on the controller from the steps' results (``kvpool_benchmark`` module).
+
+``build_report`` is pure (data in, data out): the steps in the guide's order, the guide's reference numbers
+(clearly labelled as measured on other hardware), the checks that tell whether the run shows what the guide
+shows (and, if not, the likely cause), and the summary lines. ``render_markdown`` gives the guide's table and
+the per-step detail; ``render_chart`` draws the PNG with matplotlib (only imported there). Every artifact of a
+run against the simulated mock cluster carries its SIMULATED label.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+
+# The seed guide's benchmark and result (2 x Atlas 800T A2, Qwen2.5-72B-Instruct, TP 4, vllm-ascend v0.22.1rc1,
+# AISBench: 100 requests of 1024 input / 10 output tokens at concurrency 25).
+REFERENCE = {
+    'source': 'seed guide "PD co-located deployment with Mooncake multi-instance" (vllm-ascend v0.22.1rc1), '
+              'benchmark section',
+    'hardware': '2 x Atlas 800T A2, Qwen2.5-72B-Instruct, TP 4, AISBench',
+    'requests': 100, 'concurrency': 25, 'input_tokens': 1024, 'output_tokens': 10,
+    'ttft_ms': {'step1': 2322, 'step2': 739, 'step3': 948},
+    'note': 'REFERENCE from other hardware (the guide), not measured by this run; compare the shape, not the values',
+}
+
+# The guide's sequence. ``flush`` is the preparation pass of dataset B.
+STEPS = [
+    {'id': 'step1', 'guide': 'TTFT1', 'title': 'Step 1: dataset A -> instance 1 (no cache)', 'instance': 'instance1',
+     'dataset': 'A'},
+    {'id': 'flush', 'guide': None, 'title': 'Step 2 preparation: dataset B -> instance 1 (pushes A out of device '
+     'memory)', 'instance': 'instance1', 'dataset': 'B'},
+    {'id': 'step2', 'guide': 'TTFT2', 'title': 'Step 2: dataset A -> instance 1 (local DRAM hit)',
+     'instance': 'instance1', 'dataset': 'A'},
+    {'id': 'step3', 'guide': 'TTFT3', 'title': 'Step 3: dataset A -> instance 2 (cross-node DRAM hit)',
+     'instance': 'instance2', 'dataset': 'A'},
+]
+MEASURED = ('step1', 'step2', 'step3')
+CROSS_NODE_HINT = 'PYTHONHASHSEED mismatch or pool not shared'
+
+
+def _num(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _stat(step, metric, key):
+    summary = (step or {}).get('summary') or {}
+    return _num((summary.get(metric) or {}).get(key))
+
+
+def _hits(step, which):
+    entry = ((step or {}).get('metrics') or {}).get(which) or {}
+    return entry.get('hits'), entry.get('error')
+
+
+def _master(step):
+    for name, entry in sorted(((step or {}).get('metrics') or {}).items()):
+        if entry.get('master'):
+            return name, entry['master'], entry.get('error')
+    return None, None, None
+
+
+def _is_simulated(steps):
+    for step in steps.values():
+        for entry in ((step or {}).get('metrics') or {}).values():
+            for series in (entry.get('after') or {}):
+                if series.startswith('kvpool_sim_'):
+                    return True
+    return False
+
+
+def _usable(result):
+    return isinstance(result, dict) and not result.get('skipped') and result.get('summary') is not None
+
+
+def _fmt(value, digits=1, unit=''):
+    if value is None:
+        return '-'
+    if isinstance(value, float):
+        text = ('%.' + str(digits) + 'f') % value
+    else:
+        text = str(value)
+    return text + unit
+
+
+def _pct(rate):
+    return '-' if rate is None else '%.1f%%' % (100.0 * rate)
+
+
+def build_report(results, settings=None, instances=None, label='', reference=None, generated=None):
+    """The report of one run.
+
+    ``results`` maps a step id (``step1``, ``flush``, ``step2``, ``step3``) to the registered result of the
+    ``kvpool_benchmark`` module (missing, skipped or failed steps are reported as such). ``settings`` and
+    ``instances`` are stored as given. The label gets a ``SIMULATED`` prefix when the instances' ``/metrics``
+    show the simulated stand-in and the label does not say so already.
+    """
+    results = dict(results or {})
+    reference = reference or REFERENCE
+    simulated = _is_simulated(results) or 'SIMULATED' in (label or '').upper()
+    if simulated and 'SIMULATED' not in (label or '').upper():
+        label = ('SIMULATED (vllm stand-in) ' + (label or '')).strip()
+    steps = []
+    for spec in STEPS:
+        res = results.get(spec['id'])
+        step = dict(spec)
+        if res is None or (isinstance(res, dict) and res.get('skipped')):
+            step.update(status='not run', summary=None)
+            steps.append(step)
+            continue
+        if isinstance(res, dict) and res.get('check_mode') and res.get('summary') is None:
+            step.update(status='check mode', summary=None, message=res.get('msg'))
+            steps.append(step)
+            continue
+        if not _usable(res):
+            step.update(status='error', error=(res or {}).get('msg') or 'no result', summary=None)
+            steps.append(step)
+            continue
+        hits, hits_error = _hits(res, spec['instance'])
+        other = 'instance2' if spec['instance'] == 'instance1' else 'instance1'
+        other_hits, _other_error = _hits(res, other)
+        master_name, master, master_error = _master(res)
+        step.update(
+            status='check mode' if res.get('check_mode') else 'ok',
+            url=res.get('url'), model=res.get('model'), tool=res.get('tool'), started=res.get('started'),
+            dataset=res.get('dataset'), summary=res.get('summary'), hits=hits, hits_error=hits_error,
+            other_instance_hits=other_hits, master=master, master_source=master_name, master_error=master_error,
+            reference_ttft_ms=(reference.get('ttft_ms') or {}).get(spec['id']),
+        )
+        if res.get('aisbench'):
+            step['aisbench'] = dict((k, v) for k, v in res['aisbench'].items() if k != 'output_tail')
+        steps.append(step)
+    by_id = dict((s['id'], s) for s in steps)
+    checks = _checks(by_id)
+    findings = [c for c in checks if not c['ok']]
+    report = {
+        'title': 'vLLM-Ascend KV pool TTFT benchmark (the guide\'s three steps)',
+        'label': label or '',
+        'simulated': simulated,
+        'generated': generated or datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
+        'settings': settings or {},
+        'instances': instances or {},
+        'steps': steps,
+        'ttft_ms': dict((sid, {'mean': _stat(by_id.get(sid), 'ttft_ms', 'mean'),
+                               'median': _stat(by_id.get(sid), 'ttft_ms', 'median'),
+                               'p90': _stat(by_id.get(sid), 'ttft_ms', 'p90'),
+                               'p99': _stat(by_id.get(sid), 'ttft_ms', 'p99')}) for sid in MEASURED),
+        'reference': reference,
+        'checks': checks,
+        'findings': findings,
+        'ok': not findings,
+    }
+    report['summary'] = summary_lines(report)
+    return report
+
+
+def _check(name, ok, message, step=None):
+    return {'check': name, 'ok': bool(ok), 'step': step, 'message': message}
+
+
+def _checks(by_id):
+    out = []
+    ran = [sid for sid in ('step1', 'flush', 'step2', 'step3') if by_id.get(sid, {}).get('status') == 'ok']
+    for sid in ('step1', 'flush', 'step2', 'step3'):
+        step = by_id.get(sid) or {}
+        if step.get('status') == 'error':
+            out.append(_check('step_failed', False, '%s could not run: %s' % (step['title'], step.get('error')), sid))
+            continue
+        summary = step.get('summary') or {}
+        if step.get('status') == 'ok' and summary.get('failed'):
+            errors = '; '.join('%s x%d' % (e['error'], e['count']) for e in summary.get('errors') or [])
+            out.append(_check('failed_requests', False, '%s: %d of %d requests failed: %s'
+                              % (step['title'], summary['failed'], summary.get('requests') or 0, errors), sid))
+    for sid in ran:
+        step = by_id[sid]
+        if step.get('hits') is None:
+            out.append(_check('metrics', False, '%s: /metrics of %s not scraped before and after (%s): where the '
+                              'hits came from is unknown' % (step['title'], step['instance'],
+                                                             step.get('hits_error') or 'no data'), sid))
+    step1, flush, step2, step3 = (by_id.get(s) or {} for s in ('step1', 'flush', 'step2', 'step3'))
+    fingerprints = set((s.get('dataset') or {}).get('fingerprint') for s in (step1, step2, step3)
+                       if s.get('status') == 'ok')
+    if len(fingerprints) > 1:
+        out.append(_check('same_dataset', False, 'steps 1-3 did not send the same dataset A (fingerprints %s): '
+                          'set kvpool_benchmark_seed when running steps separately' % ', '.join(sorted(fingerprints))))
+    hits1 = step1.get('hits') or {}
+    if step1.get('status') == 'ok' and step1.get('hits') is not None:
+        cached = (hits1.get('external_hits') or 0) + (hits1.get('prefix_hits') or 0)
+        out.append(_check('step1_cold', cached == 0,
+                          'step 1 was cold: no prefix or external hits on instance 1' if cached == 0 else
+                          'step 1 was not cold: %d prompt tokens of dataset A were already cached (prefix %s, '
+                          'external %s): TTFT1 is not a no-cache figure; use a new kvpool_benchmark_seed'
+                          % (cached, _fmt(hits1.get('prefix_hits'), 0), _fmt(hits1.get('external_hits'), 0)),
+                          'step1'))
+    hits2 = step2.get('hits') or {}
+    if step2.get('status') == 'ok' and step2.get('hits') is not None:
+        device = hits2.get('prefix_hits') or 0
+        out.append(_check('flush_evicted', device == 0,
+                          'dataset B pushed dataset A out of device memory (no device prefix hits in step 2)'
+                          if device == 0 else
+                          'step 2 still hit %d tokens in device memory: dataset B (%s requests) did not push A out; '
+                          'raise kvpool_benchmark_flush_requests' % (device, _fmt((flush.get('summary') or {})
+                                                                                  .get('requests'), 0)), 'step2'))
+        pool = hits2.get('external_hits') or 0
+        out.append(_check('step2_pool_hits', pool > 0,
+                          'step 2: %d tokens from the pool on instance 1 (local DRAM)' % pool if pool > 0 else
+                          'step 2: no external (pool) hits on instance 1: the KV connector stored or loaded '
+                          'nothing (kv-transfer-config, MOONCAKE_CONFIG_PATH, the master)', 'step2'))
+    hits3 = step3.get('hits') or {}
+    if step3.get('status') == 'ok' and step3.get('hits') is not None:
+        pool = hits3.get('external_hits') or 0
+        out.append(_check('step3_cross_node_hits', pool > 0,
+                          'step 3: %d tokens from the pool on instance 2 (cross-node)' % pool if pool > 0 else
+                          'step 3: no external hits on instance 2: %s (instance 2 could not find the KV blocks '
+                          'instance 1 stored)' % CROSS_NODE_HINT, 'step3'))
+    medians = [_stat(by_id.get(s), 'ttft_ms', 'median') for s in MEASURED]
+    if all(m is not None for m in medians):
+        t1, t2, t3 = medians
+        out.append(_check('ttft_order', t1 > t3 > t2,
+                          'median TTFT1 %.1f > TTFT3 %.1f > TTFT2 %.1f ms, as in the guide' % (t1, t3, t2)
+                          if t1 > t3 > t2 else
+                          'median TTFT1 %.1f, TTFT2 %.1f, TTFT3 %.1f ms: not the guide\'s TTFT1 > TTFT3 > TTFT2'
+                          % (t1, t2, t3)))
+    return out
+
+
+def summary_lines(report):
+    label = (' [%s]' % report['label']) if report.get('label') else ''
+    verdict = 'as in the guide' if report['ok'] else '%d finding(s)' % len(report['findings'])
+    lines = ['KV pool TTFT benchmark%s: %s' % (label, verdict)]
+    for step in report['steps']:
+        if step['id'] == 'flush':
+            summary = step.get('summary') or {}
+            state = step['status']
+            if state == 'ok':
+                state = '%s requests, %s failed' % (summary.get('requests'), summary.get('failed'))
+            lines.append('  %-6s dataset B -> %s: %s' % ('prep', step['instance'], state))
+            continue
+        if step['status'] != 'ok':
+            state = step['status'] + (': ' + step['error'] if step.get('error') else '')
+            lines.append('  %-6s %s' % (step['guide'] or step['id'], state))
+            continue
+        ttft = step['summary'].get('ttft_ms') or {}
+        hits = step.get('hits') or {}
+        lines.append('  %-6s TTFT mean %s / median %s / p90 %s ms (guide %s ms, other hardware); prefix hits %s, '
+                     'external hits %s; %s/%s ok'
+                     % (step['guide'], _fmt(ttft.get('mean')), _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
+                        _fmt(step.get('reference_ttft_ms'), 0), _pct(hits.get('prefix_hit_rate')),
+                        _pct(hits.get('external_hit_rate')), step['summary'].get('succeeded'),
+                        step['summary'].get('requests')))
+    for finding in report['findings']:
+        lines.append('  FINDING %s: %s' % (finding['check'], finding['message']))
+    return lines
+
+
+def render_markdown(report, chart_name=None):
+    """The report as Markdown: the guide's table next to the reference, then per step detail and the checks."""
+    ref = report.get('reference') or REFERENCE
+    settings = report.get('settings') or {}
+    ttft = report.get('ttft_ms') or {}
+    title = report['title']
+    out = []
+    if report.get('label'):
+        out.append('# %s [%s]' % (title, report['label']))
+        if report.get('simulated'):
+            out.append('')
+            out.append('> **SIMULATED**: this run targets the mock cluster (the `vllm` stand-in with a documented '
+                       'timing model and the real Mooncake pool). Its timings are not hardware figures.')
+    else:
+        out.append('# %s' % title)
+    out += ['', 'Generated %s.' % report.get('generated'), '']
+    out += ['## The guide\'s table', '',
+            '| | requests | concurrency | TTFT1 (ms) | TTFT2 (ms) | TTFT3 (ms) |',
+            '|---|---|---|---|---|---|']
+    run_name = 'this run%s' % (' (SIMULATED)' if report.get('simulated') else '')
+    for stat in ('mean', 'median', 'p90'):
+        out.append('| %s, %s | %s | %s | %s | %s | %s |' % (
+            run_name, stat, _fmt(settings.get('num_requests'), 0), _fmt(settings.get('concurrency'), 0),
+            _fmt((ttft.get('step1') or {}).get(stat)), _fmt((ttft.get('step2') or {}).get(stat)),
+            _fmt((ttft.get('step3') or {}).get(stat))))
+    rt = ref.get('ttft_ms') or {}
+    out.append('| REFERENCE (the guide, other hardware: %s) | %s | %s | %s | %s | %s |' % (
+        ref.get('hardware'), ref.get('requests'), ref.get('concurrency'), rt.get('step1'), rt.get('step2'),
+        rt.get('step3')))
+    out += ['', '_%s._' % ref.get('note', ''), '']
+    out += ['## Steps', '',
+            '| step | instance | requests ok/failed | TTFT mean / median / p90 / p99 (ms) | TPOT median (ms) | '
+            'E2E median (ms) | prefix hit rate | external (pool) hit rate | pool hits own / other segment '
+            '(tokens) | master keys / used MiB after |',
+            '|---|---|---|---|---|---|---|---|---|---|']
+    for step in report['steps']:
+        name = step['guide'] or 'prep (B)'
+        if step['status'] != 'ok':
+            state = step['status'] + (': ' + step['error'] if step.get('error') else '')
+            out.append('| %s | %s | %s | | | | | | | |' % (name, step['instance'], state))
+            continue
+        summary = step['summary']
+        ttft_s = summary.get('ttft_ms') or {}
+        hits = step.get('hits') or {}
+        master_after = (step.get('master') or {}).get('after') or {}
+        used = master_after.get('allocated_bytes')
+        out.append('| %s | %s | %s/%s | %s / %s / %s / %s | %s | %s | %s | %s | %s / %s | %s / %s |' % (
+            name, step['instance'], summary.get('succeeded'), summary.get('failed'),
+            _fmt(ttft_s.get('mean')), _fmt(ttft_s.get('median')), _fmt(ttft_s.get('p90')), _fmt(ttft_s.get('p99')),
+            _fmt((summary.get('tpot_ms') or {}).get('median')), _fmt((summary.get('e2e_ms') or {}).get('median')),
+            _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')),
+            _fmt(hits.get('pool_own_segment_tokens'), 0), _fmt(hits.get('pool_other_segment_tokens'), 0),
+            _fmt(master_after.get('key_count'), 0), _fmt(used / 1048576.0 if used is not None else None)))
+    out += ['', 'Prefix hit rate: vLLM\'s own (device) prefix cache, `vllm:prefix_cache_hits_total / '
+            'vllm:prefix_cache_queries_total`. External hit rate: tokens loaded through the KV connector from the '
+            'Mooncake pool, `vllm:external_prefix_cache_hits_total / vllm:external_prefix_cache_queries_total`. '
+            'Both are the counters\' change over the step on the instance the step targets.', '']
+    out += ['## Checks', '']
+    for check in report.get('checks') or []:
+        out.append('- %s **%s**: %s' % ('OK' if check['ok'] else 'FINDING', check['check'], check['message']))
+    if not report.get('checks'):
+        out.append('- no step ran')
+    out += ['', '## Settings', '']
+    for key in sorted(settings):
+        out.append('- `%s`: %s' % (key, settings[key]))
+    for name, inst in sorted((report.get('instances') or {}).items()):
+        if isinstance(inst, dict):
+            text = ', '.join('%s %s' % (k, inst[k]) for k in ('host', 'name', 'url', 'metrics_url') if inst.get(k))
+        else:
+            text = str(inst)
+        out.append('- %s: %s' % (name, text or '-'))
+    if chart_name:
+        out += ['', '![TTFT per step](%s)' % chart_name]
+    out.append('')
+    return '\n'.join(out)
+
+
+def render_chart(report, path):
+    """Draw the PNG: median and p90 TTFT of the three steps, with prefix / external hit rates under each bar pair.
+
+    Returns None on success, else why no chart was drawn (matplotlib missing, no measured step).
+    """
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        return 'matplotlib is not installed on the controller (%s): no chart' % exc
+    steps = [s for s in report['steps'] if s['id'] in MEASURED]
+    if not any(s['status'] == 'ok' for s in steps):
+        return 'no measured step: no chart'
+    labels, medians, p90s, notes = [], [], [], []
+    for step in steps:
+        ttft = (step.get('summary') or {}).get('ttft_ms') or {}
+        hits = step.get('hits') or {}
+        labels.append('%s\n%s' % (step['guide'], step['title'].split(': ', 1)[1]))
+        medians.append(ttft.get('median') or 0.0)
+        p90s.append(ttft.get('p90') or 0.0)
+        notes.append('prefix hits %s\nexternal hits %s'
+                     % (_pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate'))))
+    fig, axis = plt.subplots(figsize=(9.5, 5.6), dpi=110)
+    xs = list(range(len(steps)))
+    width = 0.36
+    bars1 = axis.bar([x - width / 2 for x in xs], medians, width, label='median TTFT', color='#4C72B0')
+    bars2 = axis.bar([x + width / 2 for x in xs], p90s, width, label='p90 TTFT', color='#DD8452')
+    for rect in list(bars1) + list(bars2):
+        axis.annotate('%.1f' % rect.get_height(), (rect.get_x() + rect.get_width() / 2, rect.get_height()),
+                      ha='center', va='bottom', fontsize=8, xytext=(0, 2), textcoords='offset points')
+    top = max(p90s + medians + [1.0])
+    for x, note in zip(xs, notes):
+        axis.text(x, top * 1.13, note, ha='center', va='bottom', fontsize=8, color='#333333')
+    axis.set_ylim(0, top * 1.35)
+    axis.set_xticks(xs)
+    axis.set_xticklabels(labels, fontsize=8)
+    axis.set_ylabel('time to first token (ms)')
+    settings = report.get('settings') or {}
+    title = 'KV pool TTFT benchmark: %s requests x %s tokens, concurrency %s' % (
+        settings.get('num_requests', '?'), settings.get('input_tokens', '?'), settings.get('concurrency', '?'))
+    if report.get('label'):
+        title = '[%s]\n%s' % (report['label'], title)
+    axis.set_title(title, fontsize=10)
+    ref = (report.get('reference') or {}).get('ttft_ms') or {}
+    axis.legend(loc='upper right', fontsize=8)
+    fig.text(0.01, 0.01, 'Guide REFERENCE (other hardware, not this run): TTFT1 %s / TTFT2 %s / TTFT3 %s ms'
+             % (ref.get('step1'), ref.get('step2'), ref.get('step3')), fontsize=7, color='#555555')
+    if report.get('simulated'):
+        fig.text(0.99, 0.01, 'SIMULATED', fontsize=9, color='#B00020', ha='right', weight='bold')
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return None

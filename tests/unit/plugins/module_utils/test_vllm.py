@@ -1,0 +1,388 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure helpers of the vLLM instances: what each vllm-ascend release reads, argv, fingerprints, collisions, plans."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
+
+# The role's defaults: the guide's instance on the guide's release.
+GUIDE = dict(
+    version='v0.22.1rc1', npu_type='a2', model_path='/root/.cache/Qwen2.5-72B-Instruct', served_model_name='qwen',
+    dtype='bfloat16', max_model_len=25600, max_num_batched_tokens=4096, gpu_memory_utilization=0.9,
+    listen_host='90.90.100.188', host_ip='90.90.100.188', kv_connector='', kv_role='kv_both',
+    kv_connector_extra_config={'use_layerwise': False, 'load_async': True}, register_buffer=None,
+    ascend_buffer_pool='', kv_transfer_extra={}, environment={}, python_hash_seed='0',
+    ld_library_path=[_vllm.ASCEND_LD_LIBRARY_PATH], mooncake_config_path='/etc/ascend-kvpool/mooncake.json',
+    extra_args=[], reserved_ports={},
+)
+ONE = [{'devices': [0, 1, 2, 3], 'port': 8002}]
+
+
+def plan(instances=None, **settings):
+    s = dict(GUIDE)
+    s.update(settings)
+    return _vllm.plan_instances(ONE if instances is None else instances, s, 'node1')
+
+
+# --- versions ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('text, parsed', [
+    ('v0.22.1rc1', (0, 22, 1, 'rc1')),
+    ('0.22.1rc1', (0, 22, 1, 'rc1')),
+    ('v0.11.0', (0, 11, 0, '')),
+    ('0.13', (0, 13, 0, '')),
+    (' v0.25.0.post1 ', (0, 25, 0, '.post1')),
+    ('latest', None),
+    ('', None),
+    (None, None),
+])
+def test_parse_version(text, parsed):
+    assert _vllm.parse_version(text) == parsed
+
+
+@pytest.mark.parametrize('version, connector, port_key, register_buffer, buffer_pool, deprecated', [
+    ('v0.11.0', 'MooncakeConnectorStoreV1', 'mooncake_rpc_port', True, True, False),
+    ('v0.11.0rc3', 'MooncakeConnectorStoreV1', 'mooncake_rpc_port', True, True, False),
+    ('v0.12.0rc1', 'AscendStoreConnector', 'lookup_rpc_port', False, True, False),
+    ('v0.13.0', 'AscendStoreConnector', 'lookup_rpc_port', False, True, True),
+    ('v0.22.1rc1', 'AscendStoreConnector', 'lookup_rpc_port', False, True, True),
+    ('v0.23.0', 'AscendStoreConnector', 'lookup_rpc_port', False, False, True),
+    ('v0.25.0', 'AscendStoreConnector', 'lookup_rpc_port', False, False, True),
+])
+def test_what_each_release_reads(version, connector, port_key, register_buffer, buffer_pool, deprecated):
+    prof = _vllm.version_profile(version)
+    assert prof['connector'] == connector
+    assert prof['rpc_port_key'] == port_key
+    assert prof['reads_register_buffer'] is register_buffer
+    assert prof['reads_ascend_buffer_pool'] is buffer_pool
+    assert prof['old_connector_deprecated'] is deprecated
+
+
+def test_v023_replaces_the_buffer_pool_per_npu_generation():
+    assert _vllm.version_profile('v0.23.0', 'a2')['transfer_env'] == {'HCCL_INTRA_ROCE_ENABLE': '1'}
+    assert _vllm.version_profile('v0.23.0', 'a3')['transfer_env'] == {'ASCEND_ENABLE_USE_FABRIC_MEM': '1'}
+    assert _vllm.version_profile('v0.22.1rc1', 'a2')['transfer_env'] == {}
+
+
+def test_unparsable_version_raises():
+    with pytest.raises(ValueError, match='not a vllm-ascend version'):
+        _vllm.version_profile('main')
+
+
+# --- kv-transfer-config ----------------------------------------------------------------------------------------
+
+def test_guide_settings_on_the_guide_release():
+    prof = _vllm.version_profile('v0.22.1rc1')
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(
+        prof, 0, extra_config={'use_layerwise': False, 'load_async': True})
+    assert cfg == {'kv_connector': 'AscendStoreConnector', 'kv_role': 'kv_both',
+                   'kv_connector_extra_config': {'use_layerwise': False, 'load_async': True, 'lookup_rpc_port': 0}}
+    assert warnings == [] and errors == []
+
+
+def test_v011_renders_the_guide_verbatim():
+    prof = _vllm.version_profile('v0.11.0')
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(
+        prof, 0, extra_config={'use_layerwise': False, 'load_async': True})
+    assert cfg['kv_connector'] == 'MooncakeConnectorStoreV1'
+    assert cfg['kv_connector_extra_config'] == {'use_layerwise': False, 'load_async': True, 'mooncake_rpc_port': 0,
+                                                'register_buffer': True}
+    assert warnings == [] and errors == []
+
+
+@pytest.mark.parametrize('where', ['variable', 'extra_config'])
+def test_register_buffer_is_warned_and_left_out_where_ignored(where):
+    prof = _vllm.version_profile('v0.22.1rc1')
+    kwargs = {'register_buffer': True} if where == 'variable' else {'extra_config': {'register_buffer': True}}
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, where='node1', **kwargs)
+    assert 'register_buffer' not in cfg['kv_connector_extra_config']
+    assert len(warnings) == 1 and warnings[0].startswith('node1: register_buffer: true')
+    assert 'ignored by vllm-ascend v0.22.1rc1' in warnings[0] and not errors
+
+
+def test_register_buffer_false_is_kept_on_v011():
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.11.0'), 3,
+                                                            register_buffer=False)
+    assert cfg['kv_connector_extra_config'] == {'register_buffer': False, 'mooncake_rpc_port': 3}
+
+
+def test_old_connector_name_is_deprecated_from_v013():
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.13.0'), 0,
+                                                            connector='MooncakeConnectorStoreV1')
+    assert cfg['kv_connector'] == 'MooncakeConnectorStoreV1'
+    assert len(warnings) == 1 and 'deprecated in vllm-ascend v0.13.0' in warnings[0] and not errors
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.12.0'), 0,
+                                                            connector='MooncakeConnectorStoreV1')
+    assert warnings == [] and errors == []
+
+
+def test_new_connector_name_is_unknown_to_v011():
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.11.0'), 0,
+                                                            connector='AscendStoreConnector')
+    assert len(errors) == 1 and 'unknown to vllm-ascend v0.11.0' in errors[0]
+
+
+@pytest.mark.parametrize('key', ['lookup_rpc_port', 'mooncake_rpc_port'])
+def test_port_keys_belong_to_the_instance(key):
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.22.1rc1'), 5,
+                                                            extra_config={key: '0'})
+    assert cfg['kv_connector_extra_config'] == {'lookup_rpc_port': 5}
+    assert len(errors) == 1 and 'unique per instance' in errors[0] and key in errors[0]
+
+
+def test_backend_role_and_layerwise_checks():
+    prof = _vllm.version_profile('v0.22.1rc1')
+    assert _vllm.render_kv_transfer_config(prof, 0, extra_config={'backend': 'memcache'})[2] == []
+    assert 'backend' in _vllm.render_kv_transfer_config(prof, 0, extra_config={'backend': 'redis'})[2][0]
+    assert 'kv_role' in _vllm.render_kv_transfer_config(prof, 0, kv_role='both')[2][0]
+    warn = _vllm.render_kv_transfer_config(prof, 0, extra_config={'use_layerwise': True, 'load_async': True})[1]
+    assert warn == ['vllm_instance: load_async is ignored when use_layerwise is on']
+
+
+def test_top_level_extras_and_clashes():
+    prof = _vllm.version_profile('v0.22.1rc1')
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, top_level={'kv_load_failure_policy': 'recompute'})
+    assert cfg['kv_load_failure_policy'] == 'recompute' and not errors
+    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, top_level={'kv_role': 'kv_producer'})
+    assert cfg['kv_role'] == 'kv_both' and 'clashes' in errors[0]
+
+
+# --- environment -------------------------------------------------------------------------------------------------
+
+def test_guide_environment_on_the_guide_release():
+    env, warnings, errors = _vllm.render_env(_vllm.version_profile('v0.22.1rc1'), [0, 1, 2, 3],
+                                             '/etc/ascend-kvpool/mooncake.json', '0', '90.90.100.188')
+    assert env == {'MOONCAKE_CONFIG_PATH': '/etc/ascend-kvpool/mooncake.json', 'PYTHONHASHSEED': '0',
+                   'VLLM_HOST_IP': '90.90.100.188', 'ASCEND_RT_VISIBLE_DEVICES': '0,1,2,3',
+                   'ASCEND_BUFFER_POOL': '4:8'}
+    assert warnings == [] and errors == []
+
+
+def test_v023_drops_the_buffer_pool_and_warns_when_set():
+    prof = _vllm.version_profile('v0.23.0')
+    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0)
+    assert 'ASCEND_BUFFER_POOL' not in env and env['HCCL_INTRA_ROCE_ENABLE'] == '1' and not warnings
+    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16')
+    assert 'ASCEND_BUFFER_POOL' not in env
+    assert len(warnings) == 1 and 'ASCEND_BUFFER_POOL=8:16' in warnings[0] and 'HCCL_INTRA_ROCE_ENABLE=1' in warnings[0]
+    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, extra_env={'ASCEND_BUFFER_POOL': '4:8'})
+    assert 'ASCEND_BUFFER_POOL' not in env and len(warnings) == 1
+
+
+def test_user_buffer_pool_and_environment_where_read():
+    prof = _vllm.version_profile('v0.22.1rc1')
+    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16',
+                                             extra_env={'ASCEND_CONNECT_TIMEOUT': 10000, 'PYTHONHASHSEED': 7})
+    assert env['ASCEND_BUFFER_POOL'] == '8:16' and env['ASCEND_CONNECT_TIMEOUT'] == '10000'
+    assert env['PYTHONHASHSEED'] == '7' and not warnings and not errors
+
+
+@pytest.mark.parametrize('kwargs, needle', [
+    ({'mooncake_config_path': ''}, 'MOONCAKE_CONFIG_PATH is empty'),
+    ({'python_hash_seed': ''}, 'PYTHONHASHSEED is empty'),
+    ({'extra_env': {'ASCEND_RT_VISIBLE_DEVICES': '0'}}, 'devices list'),
+    ({'extra_env': {'BAD-NAME': 'x'}}, 'not valid'),
+])
+def test_environment_errors(kwargs, needle):
+    args = dict(devices=[0], mooncake_config_path='/m.json', python_hash_seed='0')
+    args.update(kwargs)
+    env, warnings, errors = _vllm.render_env(_vllm.version_profile('v0.22.1rc1'), **args)
+    assert len(errors) == 1 and needle in errors[0]
+
+
+# --- argv, fingerprint, diff text ---------------------------------------------------------------------------------
+
+def test_argv_is_the_guides_command_line():
+    argv = _vllm.build_argv('vllm', dict(
+        model='/models/Qwen2.5-72B-Instruct/', served_model_name='qwen', dtype='bfloat16', max_model_len=25600,
+        tensor_parallel_size=4, host='90.90.100.188', port=8002, max_num_batched_tokens=4096,
+        gpu_memory_utilization=0.9, kv_transfer_config={'kv_role': 'kv_both', 'kv_connector': 'AscendStoreConnector'},
+        extra_args=['--enforce-eager']))
+    assert argv == ['vllm', 'serve', '/models/Qwen2.5-72B-Instruct/', '--served-model-name', 'qwen', '--dtype',
+                    'bfloat16', '--max-model-len', '25600', '--tensor-parallel-size', '4', '--host', '90.90.100.188',
+                    '--port', '8002', '--max-num-batched-tokens', '4096', '--gpu-memory-utilization', '0.9',
+                    '--kv-transfer-config', '{"kv_connector":"AscendStoreConnector","kv_role":"kv_both"}',
+                    '--enforce-eager']
+
+
+def test_unset_parameters_keep_vllms_defaults():
+    assert _vllm.build_argv('/usr/bin/vllm', {'model': 'm', 'port': 8000, 'dtype': None, 'host': ''}) == \
+        ['/usr/bin/vllm', 'serve', 'm', '--port', '8000']
+
+
+@pytest.mark.parametrize('value, text', [(0.9, '0.9'), (1.0, '1'), (0.95, '0.95'), (4096, '4096'), (True, 'true')])
+def test_format_number(value, text):
+    assert _vllm.format_number(value) == text
+
+
+def test_fingerprint_is_stable_and_sensitive():
+    argv = ['vllm', 'serve', 'm', '--port', '8002']
+    fp = _vllm.fingerprint(argv, {'A': '1', 'B': '2'}, {'LD_LIBRARY_PATH': ['/x']})
+    assert fp == _vllm.fingerprint(list(argv), {'B': '2', 'A': '1'}, {'LD_LIBRARY_PATH': ['/x']})
+    assert fp != _vllm.fingerprint(argv, {'A': '1', 'B': '3'}, {'LD_LIBRARY_PATH': ['/x']})
+    assert fp != _vllm.fingerprint(argv + ['--enforce-eager'], {'A': '1', 'B': '2'}, {'LD_LIBRARY_PATH': ['/x']})
+    assert fp != _vllm.fingerprint(argv, {'A': '1', 'B': '2'}, {'LD_LIBRARY_PATH': ['/y']})
+    assert _vllm.kv_config_json({'b': 1, 'a': {'d': 1, 'c': 2}}) == '{"a":{"c":2,"d":1},"b":1}'
+
+
+def test_settings_text_one_flag_per_line():
+    text = _vllm.settings_text(['vllm', 'serve', 'm', '--port', '8002', '--enforce-eager', '--kv-transfer-config',
+                                '{"b":1,"a":2}'], {'PYTHONHASHSEED': '0'}, {'LD_LIBRARY_PATH': ['/x', '/y']})
+    assert text == ('vllm serve m\n  --port 8002\n  --enforce-eager\n  --kv-transfer-config {"a": 2, "b": 1}\n'
+                    '  env PYTHONHASHSEED=0\n  env LD_LIBRARY_PATH=/x:/y:$LD_LIBRARY_PATH\n')
+    assert _vllm.settings_text(None) == ''
+
+
+# --- health answers and process identity ---------------------------------------------------------------------
+
+@pytest.mark.parametrize('body, ids', [
+    ('{"object":"list","data":[{"id":"qwen","object":"model","owned_by":"vllm","root":"/models/q"}]}', ['qwen']),
+    ('{"object":"list","data":[{"id":"a"},{"id":"b"}]}', ['a', 'b']),
+    ('{"object":"list","data":[]}', []),
+    ('{"detail":"Not Found"}', []),
+    ('Internal Server Error', []),
+    ('', []),
+])
+def test_parse_models(body, ids):
+    assert _vllm.parse_models(body) == ids
+
+
+@pytest.mark.parametrize('host, probe', [('0.0.0.0', '127.0.0.1'), (None, '127.0.0.1'), ('::', '127.0.0.1'),
+                                         ('172.31.250.11', '172.31.250.11')])
+def test_probe_host(host, probe):
+    assert _vllm.probe_host(host) == probe
+
+
+def test_format_host_port():
+    assert _vllm.format_host_port('10.0.0.1', 8002) == '10.0.0.1:8002'
+    assert _vllm.format_host_port('fe80::1', 8002) == '[fe80::1]:8002'
+
+
+def test_stat_fields_of_a_real_process_and_of_odd_names():
+    with open('/proc/%d/stat' % os.getpid()) as fh:
+        line = fh.read()
+    assert _vllm.stat_state(line) in ('R', 'S')
+    assert _vllm.stat_starttime(line) > 0
+    odd = '123 (vllm serve) x) S 1 123 123 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0'
+    assert _vllm.stat_state(odd) == 'S' and _vllm.stat_starttime(odd) == 98765
+    assert _vllm.stat_starttime('garbage') is None and _vllm.stat_state('') is None
+
+
+def test_log_errors_finds_the_fatal_lines():
+    log = ('INFO 11-29 17:00:01 api_server.py:1 vLLM API server version 0.22.1\n'
+           'Traceback (most recent call last):\n  File "x.py", line 1\n'
+           'ValueError: The environment variable \'MOONCAKE_CONFIG_PATH\' is not set.\n'
+           'ERROR 11-29 17:00:02 core.py:1 EngineCore failed to start.\n')
+    assert _vllm.log_errors(log) == ["ValueError: The environment variable 'MOONCAKE_CONFIG_PATH' is not set.",
+                                     'ERROR 11-29 17:00:02 core.py:1 EngineCore failed to start.']
+    assert _vllm.log_errors(None) == []
+
+
+# --- plans and collisions ------------------------------------------------------------------------------------
+
+def test_default_plan_is_the_guides_instance():
+    p = plan()
+    assert p['errors'] == [] and p['warnings'] == []
+    (inst,) = p['instances']
+    assert inst['name'] == 'vllm-8002' and inst['tensor_parallel_size'] == 4 and inst['lookup_rpc_port'] == 0
+    assert inst['kv_transfer_config']['kv_connector'] == 'AscendStoreConnector'
+    assert inst['env']['ASCEND_RT_VISIBLE_DEVICES'] == '0,1,2,3' and inst['env']['ASCEND_BUFFER_POOL'] == '4:8'
+    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': [_vllm.ASCEND_LD_LIBRARY_PATH]}
+    assert p['devices'] == [0, 1, 2, 3] and p['ports'] == [8002] and p['total_tp'] == 4
+    assert inst['devices_text'] == '0-3'
+
+
+def test_two_instances_per_host_get_their_own_lookup_port():
+    p = plan([{'devices': [0, 1, 2, 3], 'port': 8002}, {'devices': [4, 5, 6, 7], 'port': 8003}])
+    assert p['errors'] == []
+    assert [i['lookup_rpc_port'] for i in p['instances']] == [0, 1]
+    assert [i['kv_transfer_config']['kv_connector_extra_config']['lookup_rpc_port'] for i in p['instances']] == [0, 1]
+    assert p['devices'] == list(range(8)) and p['total_tp'] == 8
+
+
+@pytest.mark.parametrize('instances, needle', [
+    ([{'devices': [0, 1], 'port': 8002}, {'devices': [2, 3], 'port': 8002}], 'port 8002 is used by both'),
+    ([{'devices': [0, 1], 'port': 8002}, {'devices': [1, 2], 'port': 8003}], 'NPU 1 is given to both'),
+    ([{'devices': [0], 'port': 8002, 'lookup_rpc_port': 4}, {'devices': [1], 'port': 8003, 'lookup_rpc_port': 4}],
+     'lookup_rpc_port 4 is used by both'),
+    ([{'devices': [0], 'port': 8002, 'name': 'a'}, {'devices': [1], 'port': 8003, 'name': 'a'}], 'name a is used'),
+    ([{'devices': [0, 1], 'port': 8002, 'tensor_parallel_size': 4}], 'tensor_parallel_size 4 does not match'),
+    ([{'devices': [0, 0], 'port': 8002}], 'lists an NPU twice'),
+    ([{'devices': [16], 'port': 8002}], 'NPU ids must be 0-15'),
+    ([{'devices': [], 'port': 8002}], 'devices must be a non-empty list'),
+    ([{'devices': [0], 'port': 70000}], 'port must be a TCP port'),
+    ([{'devices': [0], 'port': 8002, 'prot': 1}], 'unknown key(s) prot'),
+    ([{'devices': [0], 'port': 8002, 'name': 'a b'}], 'name'),
+    ([{'devices': [0], 'port': 8002, 'state': 'gone'}], 'state must be one of'),
+    (['8002'], 'must be a dict'),
+    ({'devices': [0]}, 'must be a list'),
+])
+def test_collisions_and_bad_instances_fail_before_anything_starts(instances, needle):
+    errors = plan(instances)['errors']
+    assert any(needle in e for e in errors), errors
+    assert all(e.startswith('node1: ') for e in errors)
+
+
+def test_reserved_ports_and_unparsable_version():
+    errors = plan(reserved_ports={'8002': 'mooncake_master metrics'})['errors']
+    assert errors == ['node1: port 8002 of instance vllm-8002 is already used by mooncake_master metrics']
+    errors = plan(version='main')['errors']
+    assert len(errors) == 1 and 'vllm_instance_vllm_ascend_version' in errors[0]
+    assert plan(npu_type='a4')['errors'][0].startswith('node1: vllm_instance_npu_type')
+
+
+def test_role_level_ignored_setting_warns_once_per_host():
+    two = [{'devices': [0, 1, 2, 3], 'port': 8002}, {'devices': [4, 5, 6, 7], 'port': 8003}]
+    p = plan(two, register_buffer=True, ascend_buffer_pool='4:8', version='v0.23.0')
+    assert len(p['warnings']) == 2, p['warnings']
+    assert p['warnings'][0].startswith('node1: register_buffer: true')
+    assert p['warnings'][1].startswith('node1: ASCEND_BUFFER_POOL=4:8')
+    p = plan(register_buffer=True)
+    assert p['warnings'] == ['node1: instance vllm-8002: register_buffer: true (vllm_instance_register_buffer or '
+                             'kv_connector_extra_config) is ignored by vllm-ascend v0.22.1rc1 (only v0.11 reads it); '
+                             'not rendered']
+
+
+def test_per_instance_overrides_merge():
+    p = plan([{'devices': [0], 'port': 8002, 'served_model_name': 'small', 'environment': {'X': 1},
+               'kv_connector_extra_config': {'backend': 'memcache'}, 'extra_args': ['--enforce-eager'],
+               'listen_host': '0.0.0.0', 'state': 'stopped'}],
+             environment={'Y': '2'}, extra_args=['--seed', '0'])
+    (inst,) = p['instances']
+    assert inst['served_model_name'] == 'small' and inst['host'] == '0.0.0.0' and inst['state'] == 'stopped'
+    assert inst['env']['X'] == '1' and inst['env']['Y'] == '2'
+    assert inst['kv_transfer_config']['kv_connector_extra_config'] == {
+        'use_layerwise': False, 'load_async': True, 'backend': 'memcache', 'lookup_rpc_port': 0}
+    assert inst['extra_args'] == ['--seed', '0', '--enforce-eager']
+    # A stopped instance needs no NPU and no port.
+    assert p['devices'] == [] and p['ports'] == [] and p['total_tp'] == 0
+
+
+def test_old_release_plan_is_the_guide_verbatim():
+    p = plan(version='v0.11.0')
+    cfg = p['instances'][0]['kv_transfer_config']
+    assert json.loads(_vllm.kv_config_json(cfg)) == {
+        'kv_connector': 'MooncakeConnectorStoreV1', 'kv_role': 'kv_both',
+        'kv_connector_extra_config': {'use_layerwise': False, 'mooncake_rpc_port': 0, 'load_async': True,
+                                      'register_buffer': True}}
+    assert plan(version='v0.10.0')['warnings'][0].startswith('node1: vllm-ascend v0.10.0 is older than v0.11')
+
+
+def test_main_error_prefers_the_root_cause():
+    log = ('ERROR 11-29 18:42:11 [core.py] EngineCore failed to start.\nTraceback (most recent call last):\n'
+           "FileNotFoundError: [Errno 2] No such file or directory: '/etc/ascend-kvpool/mooncake.json'\n"
+           'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n')
+    assert _vllm.main_error(log) == ("FileNotFoundError: [Errno 2] No such file or directory: "
+                                     "'/etc/ascend-kvpool/mooncake.json' (RuntimeError: Engine core initialization "
+                                     "failed. See root cause above. Failed core proc(s): {})")
+    assert _vllm.main_error('ValueError: x\n') == 'ValueError: x'
+    assert _vllm.main_error('all fine\n') is None

@@ -1,0 +1,153 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""kvpool_benchmark runs the guide's sequence against two SIMULATED vllm stand-ins sharing a REAL Mooncake pool
+on loopback (tests/unit/plugins/kvpool_standin.py): where the hits come from, TTFT1 > TTFT3 > TTFT2, and the
+lost cross-node hits of a PYTHONHASHSEED mismatch, which the report flags. Skipped, with the reason, without
+mooncake_master and a Python that imports mooncake.store."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import socket
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.modules import kvpool_benchmark
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import kvpool_standin  # noqa: E402
+
+# Small and fast, but with the guide's shape: 12 prompts of 1024 tokens (8 blocks of 128 each, 7 of them
+# reusable), concurrency 4; the simulated NPU cache holds 96 blocks = dataset A, so dataset B pushes A out.
+# Time scale 1.0 (the modelled Atlas figures) keeps the steps tens of milliseconds apart.
+REQUESTS = 12
+TOKENS = 1024
+CONCURRENCY = 4
+SIM = ['--sim-time-scale', '1.0', '--sim-startup-s', '0.2', '--sim-device-blocks', '96']
+HIT_TOKENS = REQUESTS * ((TOKENS - 1) // 128) * 128
+
+
+def run(capsys, check=False, **args):
+    params = dict(num_requests=REQUESTS, input_tokens=TOKENS, output_tokens=10, concurrency=CONCURRENCY,
+                  request_timeout=60)
+    params.update(args)
+    if check:
+        params['_ansible_check_mode'] = True
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            kvpool_benchmark.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def test_check_mode_sends_nothing(capsys):
+    # Nothing listens there: any request would fail the module.
+    url = 'http://127.0.0.1:%d' % closed_port()
+    res = run(capsys, check=True, name='step1', url=url, dataset_seed=1, metrics_urls={'instance1': url + '/metrics'})
+    assert res['check_mode'] is True and res['changed'] is False
+    assert 'would send 12 chat requests of 1024 prompt tokens' in res['msg']
+    assert 'summary' not in res
+
+
+def test_unreachable_instance_fails_with_the_url(capsys):
+    url = 'http://127.0.0.1:%d' % closed_port()
+    res = run(capsys, name='step1', url=url, dataset_seed=1)
+    assert res['failed'] and url in res['msg']
+
+
+def _cluster(tmp_path_factory, seeds):
+    master, python = kvpool_standin.find()
+    if master is None:
+        pytest.skip(python)
+    return kvpool_standin.Cluster(tmp_path_factory.mktemp('bench'), master, python, SIM, seeds).start()
+
+
+def guide_sequence(capsys, cluster, seed):
+    urls = {'instance1': cluster.instances['node1'] + '/metrics', 'instance2': cluster.instances['node2'] + '/metrics',
+            'master': cluster.master_metrics}
+    out = {}
+    for step, node, data_seed in (('step1', 'node1', seed), ('flush', 'node1', seed + 1), ('step2', 'node1', seed),
+                                  ('step3', 'node2', seed)):
+        out[step] = run(capsys, name=step, url=cluster.instances[node], dataset_seed=data_seed, metrics_urls=urls)
+    return out
+
+
+@pytest.fixture(scope='module')
+def same_seed(tmp_path_factory):
+    cluster = _cluster(tmp_path_factory, {'node1': '0', 'node2': '0'})
+    yield cluster
+    cluster.stop()
+
+
+def test_guide_sequence_shows_where_hits_came_from(same_seed, capsys, tmp_path):
+    res = guide_sequence(capsys, same_seed, 4242)
+    for step in res.values():
+        assert step['summary']['requests'] == REQUESTS and step['summary']['failed'] == 0, step['summary']
+        assert step['dataset']['exact'] and step['dataset']['method'] == 'tokenize'
+        assert step['model'] == 'qwen'
+        assert len(step['requests']) == REQUESTS
+    assert res['step1']['dataset']['fingerprint'] == res['step2']['dataset']['fingerprint'] \
+        == res['step3']['dataset']['fingerprint'] != res['flush']['dataset']['fingerprint']
+    one = res['step1']['metrics']['instance1']['hits']
+    assert one['prefix_queries'] == REQUESTS * TOKENS and one['prefix_hits'] == 0 and one['external_hits'] == 0
+    two = res['step2']['metrics']['instance1']['hits']
+    assert two['prefix_hits'] == 0  # dataset B pushed A out of the (simulated) device cache
+    assert two['external_hits'] == HIT_TOKENS and two['pool_own_segment_tokens'] == HIT_TOKENS
+    three = res['step3']['metrics']['instance2']['hits']
+    assert three['external_hits'] == HIT_TOKENS and three['pool_other_segment_tokens'] == HIT_TOKENS
+    assert res['step3']['metrics']['instance1']['hits']['prompt_tokens'] == 0  # instance 1 untouched in step 3
+    master = res['step1']['metrics']['master']['master']
+    assert master['after']['key_count'] > master['before']['key_count']
+    assert master['after']['allocated_bytes'] > master['before']['allocated_bytes']
+    medians = [res[s]['summary']['ttft_ms']['median'] for s in ('step1', 'step2', 'step3')]
+    with capsys.disabled():
+        print('\nmedian TTFT ms (SIMULATED): step1 %.1f, step2 %.1f, step3 %.1f' % tuple(medians))
+    assert medians[0] > medians[2] > medians[1], medians
+
+    report = bench_report.build_report(res, {'num_requests': REQUESTS, 'concurrency': CONCURRENCY,
+                                             'input_tokens': TOKENS}, label='')
+    assert report['ok'], report['findings']
+    assert report['simulated'] and report['label'].startswith('SIMULATED')
+    assert {c['check'] for c in report['checks']} >= {'step1_cold', 'flush_evicted', 'step2_pool_hits',
+                                                      'step3_cross_node_hits', 'ttft_order'}
+    markdown = bench_report.render_markdown(report, 'chart.png')
+    assert 'REFERENCE (the guide, other hardware' in markdown and 'SIMULATED' in markdown
+    assert bench_report.render_chart(report, str(tmp_path / 'chart.png')) is None
+    assert (tmp_path / 'chart.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+    # Dataset A again on instance 1 right away: now it is cached, and the report says step 1 was not cold.
+    again = run(capsys, name='step1', url=same_seed.instances['node1'], dataset_seed=4242,
+                metrics_urls={'instance1': same_seed.instances['node1'] + '/metrics'})
+    warm = bench_report.build_report({'step1': again})
+    cold = [c for c in warm['checks'] if c['check'] == 'step1_cold'][0]
+    assert not cold['ok'] and 'not cold' in cold['message']
+
+
+@pytest.fixture(scope='module')
+def other_seed(tmp_path_factory):
+    cluster = _cluster(tmp_path_factory, {'node1': '0', 'node2': '1'})
+    yield cluster
+    cluster.stop()
+
+
+def test_pythonhashseed_mismatch_loses_cross_node_hits_and_is_flagged(other_seed, capsys):
+    res = guide_sequence(capsys, other_seed, 777)
+    assert res['step2']['metrics']['instance1']['hits']['external_hits'] == HIT_TOKENS
+    three = res['step3']['metrics']['instance2']['hits']
+    assert three['external_queries'] == REQUESTS * TOKENS and three['external_hits'] == 0
+    report = bench_report.build_report(res)
+    flagged = [f for f in report['findings'] if f['check'] == 'step3_cross_node_hits']
+    assert flagged and 'PYTHONHASHSEED mismatch or pool not shared' in flagged[0]['message']
+    assert any('PYTHONHASHSEED mismatch or pool not shared' in line for line in report['summary'])

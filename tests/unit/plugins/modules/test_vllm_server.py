@@ -1,0 +1,353 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""vllm_server against a small stand-in `vllm serve` on this host (and through a stand-in `docker exec`).
+
+The stand-in has the surface the module relies on: `vllm serve MODEL --flag value ...`, a model-load delay
+before the API port listens, `GET /health` and `GET /v1/models`, a start-time failure that prints a Python error
+and exits, and (on request) a worker child in its process group that ignores SIGTERM, like an engine core that
+hangs. The module really starts, polls, restarts and stops it. The mock cluster's full vLLM stand-in is exercised
+by the molecule scenario `instances`.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import signal
+import socket
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _proc, _vllm
+from ansible_collections.ascend.kvpool.plugins.modules import vllm_server
+
+FAKE_VLLM = r'''#!%(python)s
+import json, os, signal, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+args = sys.argv[1:]
+assert args[0] == "serve", args
+opts = {"model": args[1]}
+i = 2
+while i < len(args):
+    if args[i].startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--"):
+        opts[args[i][2:]] = args[i + 1]; i += 2
+    else:
+        opts[args[i][2:]] = True; i += 1
+print("INFO api_server.py: vLLM API server (stand-in) args %%s" %% json.dumps(opts), flush=True)
+print("INFO env LD_LIBRARY_PATH=%%s ASCEND_RT_VISIBLE_DEVICES=%%s" %% (
+    os.environ.get("LD_LIBRARY_PATH"), os.environ.get("ASCEND_RT_VISIBLE_DEVICES")), flush=True)
+if os.environ.get("FAKE_FAIL"):
+    print("Traceback (most recent call last):", flush=True)
+    print("ValueError: %%s" %% os.environ["FAKE_FAIL"], flush=True)
+    sys.exit(1)
+if os.environ.get("FAKE_HUNG_CHILD") and os.fork() == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(1)
+time.sleep(float(os.environ.get("FAKE_LOAD", "0.3")))
+name = opts.get("served-model-name") or opts["model"]
+listed = [] if os.environ.get("FAKE_NO_MODEL") else [{"id": name, "object": "model"}]
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/health":
+            code, body = int(os.environ.get("FAKE_HEALTH", "200")), b""
+        elif self.path == "/v1/models":
+            code, body = 200, json.dumps({"object": "list", "data": listed}).encode()
+        else:
+            code, body = 404, b""
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = ThreadingHTTPServer((opts.get("host", "127.0.0.1"), int(opts["port"])), H)
+signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+print("INFO Application startup complete.", flush=True)
+srv.serve_forever()
+'''
+
+# `docker exec -i NAME argv...` runs argv here; `docker inspect` says the container runs ("gone" does not exist).
+FAKE_DOCKER = r'''#!/bin/sh
+echo "$*" >> "%(log)s"
+case "$1" in
+  inspect) [ "$4" = "gone" ] && { echo "Error: No such object: $4" >&2; exit 1; }; echo true ;;
+  exec) shift 3; exec "$@" ;;
+esac
+'''
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def ctx(tmp_path, monkeypatch):
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    binary = bindir / 'vllm'
+    binary.write_text(FAKE_VLLM % {'python': sys.executable})
+    binary.chmod(0o755)
+    docker = bindir / 'docker'
+    docker.write_text(FAKE_DOCKER % {'log': tmp_path / 'docker.log'})
+    docker.chmod(0o755)
+    monkeypatch.setenv('PATH', '%s:%s' % (bindir, os.environ.get('PATH', '')))
+    ctx = {'tmp': tmp_path, 'state_dir': str(tmp_path / 'state'), 'port': free_port(), 'binary': str(binary)}
+    yield ctx
+    # leave nothing running
+    for name in os.listdir(ctx['state_dir']) if os.path.isdir(ctx['state_dir']) else []:
+        try:
+            with open(os.path.join(ctx['state_dir'], name, 'settings.json')) as fh:
+                pid = json.load(fh).get('pid')
+        except (IOError, OSError, ValueError):
+            continue
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def run(ctx, capsys, check=False, diff=False, **args):
+    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                  port=ctx['port'], state_dir=ctx['state_dir'], ready_timeout=10, poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    if check:
+        params['_ansible_check_mode'] = True
+    if diff:
+        params['_ansible_diff'] = True
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            vllm_server.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as fh:
+            return _vllm.stat_state(fh.read()) not in ('Z', 'X', None)
+    except (IOError, OSError):
+        return False
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def settings(ctx, name='qwen-a'):
+    with open(os.path.join(ctx['state_dir'], name, 'settings.json')) as fh:
+        return json.load(fh)
+
+
+def test_start_passes_the_health_gate_and_is_recorded(ctx, capsys):
+    res = run(ctx, capsys, env={'PYTHONHASHSEED': '0'}, visible_devices=[0, 1, 2, 3], tensor_parallel_size=4,
+              path_prepend={'LD_LIBRARY_PATH': ['/opt/ascend/site-packages']},
+              kv_transfer_config={'kv_connector': 'AscendStoreConnector', 'kv_role': 'kv_both'})
+    assert res['changed'] and res['action'] == 'started' and res['state'] == 'running', res.get('msg')
+    assert res['health'] == 'healthy' and res['models'] == ['qwen']
+    assert res['endpoint'] == 'http://127.0.0.1:%d' % ctx['port']
+    assert 0.2 < res['ready_seconds'] < 5
+    assert res['argv'] == [ctx['binary'], 'serve', '/models/qwen', '--served-model-name', 'qwen',
+                           '--tensor-parallel-size', '4', '--host', '127.0.0.1', '--port', str(ctx['port']),
+                           '--kv-transfer-config', '{"kv_connector":"AscendStoreConnector","kv_role":"kv_both"}']
+    assert res['env'] == {'PYTHONHASHSEED': '0', 'ASCEND_RT_VISIBLE_DEVICES': '0,1,2,3'}
+    assert alive(res['pid'])
+    rec = settings(ctx)
+    assert rec['fingerprint'] == res['fingerprint'] and rec['pid'] == res['pid'] and rec['starttime']
+    assert not rec['awaiting']
+    with open(res['log_path']) as fh:
+        log = fh.read()
+    # The inherited LD_LIBRARY_PATH is kept behind the prepended directory.
+    assert 'LD_LIBRARY_PATH=/opt/ascend/site-packages' in log and 'ASCEND_RT_VISIBLE_DEVICES=0,1,2,3' in log
+
+
+def test_same_settings_are_ok_and_check_mode_changes_nothing(ctx, capsys):
+    first = run(ctx, capsys)
+    again = run(ctx, capsys)
+    assert not again['changed'] and again['action'] == 'none' and again['pid'] == first['pid']
+    assert again['health'] == 'healthy' and again['ready_seconds'] < 1
+    checked = run(ctx, capsys, check=True, diff=True, dtype='bfloat16')
+    assert checked['changed'] and checked['action'] == 'restarted' and checked['reason'] == 'settings changed'
+    assert '--dtype bfloat16' not in checked['diff']['before'] and '  --dtype bfloat16\n' in checked['diff']['after']
+    assert alive(first['pid']) and not run(ctx, capsys)['changed']
+
+
+def test_changed_setting_restarts_with_a_diff(ctx, capsys):
+    first = run(ctx, capsys)
+    res = run(ctx, capsys, diff=True, env={'PYTHONHASHSEED': '1'})
+    assert res['changed'] and res['action'] == 'restarted' and res['pid'] != first['pid'], res.get('msg')
+    assert not alive(first['pid']) and alive(res['pid'])
+    assert 'env PYTHONHASHSEED=1' in res['diff']['after'] and 'PYTHONHASHSEED' not in res['diff']['before']
+    assert not run(ctx, capsys, env={'PYTHONHASHSEED': '1'})['changed']
+
+
+def test_failed_start_returns_the_log_tail(ctx, capsys):
+    res = run(ctx, capsys, env={'FAKE_FAIL': "The environment variable 'MOONCAKE_CONFIG_PATH' is not set."})
+    assert res['failed'] and res['state'] == 'stopped' and res['health'] == 'unhealthy'
+    assert "exited right after the start (error: ValueError: The environment variable 'MOONCAKE_CONFIG_PATH'" \
+        in res['msg']
+    assert 'Last lines of %s' % res['log_path'] in res['msg']
+    assert 'Traceback (most recent call last):' in res['log_tail']
+
+
+def test_not_healthy_in_time_is_stopped_and_reported(ctx, capsys):
+    res = run(ctx, capsys, ready_timeout=1, env={'FAKE_NO_MODEL': '1'})
+    assert res['failed'] and 'was not healthy after 1.0 s' in res['msg']
+    assert 'lists qwen' in res['msg'] and 'Application startup complete.' in res['msg']
+    assert not alive(settings(ctx).get('pid') or 0)
+
+
+def test_wait_false_then_wait_overlaps_and_does_not_restart(ctx, capsys):
+    other = dict(name='qwen-b', port=free_port())
+    load = {'FAKE_LOAD': '2'}
+    a = run(ctx, capsys, wait=False, env=load)
+    b = run(ctx, capsys, wait=False, env=load, **other)
+    assert a['changed'] and a['health'] == 'starting' and b['health'] == 'starting'
+    assert settings(ctx)['awaiting'] and settings(ctx, 'qwen-b')['awaiting']
+    # b was launched while a was still loading: the two loads overlap.
+    assert settings(ctx, 'qwen-b')['started_at'] - settings(ctx)['started_at'] < 2.0
+    wa = run(ctx, capsys, env=load)
+    wb = run(ctx, capsys, env=load, **other)
+    assert not wa['changed'] and wa['pid'] == a['pid'] and wa['health'] == 'healthy'
+    assert not wb['changed'] and wb['pid'] == b['pid'] and wb['health'] == 'healthy'
+    assert wa['ready_seconds'] >= 2.0 and not settings(ctx)['awaiting']
+
+
+def test_wait_reports_a_launch_that_died_instead_of_starting_it_again(ctx, capsys):
+    bad = {'FAKE_FAIL': "Unsupported connector type 'NoSuchConnector'"}
+    launched = run(ctx, capsys, wait=False, env=bad)
+    assert launched['changed'] or launched['failed']
+    res = run(ctx, capsys, env=bad)
+    assert res['failed'] and 'NoSuchConnector' in res['msg'] and 'exited' in res['msg']
+    with open(res['log_path']) as fh:
+        assert fh.read().count('Traceback') == 1  # not started a second time
+    # The next run starts it again (and reports again).
+    assert run(ctx, capsys, env=bad)['failed']
+
+
+def test_killed_instance_is_started_again(ctx, capsys):
+    first = run(ctx, capsys)
+    os.killpg(first['pid'], signal.SIGKILL)
+    _proc.wait_until([('dead', lambda: not alive(first['pid']))], 5, 0.02)
+    res = run(ctx, capsys)
+    assert res['changed'] and res['action'] == 'started' and res['reason'].startswith('not running'), res.get('msg')
+
+
+def test_unhealthy_running_instance_is_restarted(ctx, capsys):
+    first = run(ctx, capsys)
+    os.kill(first['pid'], signal.SIGSTOP)  # alive, but answers nothing
+    try:
+        res = run(ctx, capsys, ready_timeout=0.5)
+    finally:
+        try:
+            os.kill(first['pid'], signal.SIGCONT)
+        except OSError:
+            pass
+    assert res['changed'] and res['action'] == 'restarted' and res['reason'].startswith('running but not healthy')
+    assert res['health'] == 'healthy' and res['pid'] != first['pid']
+
+
+def test_restarted_always_restarts(ctx, capsys):
+    first = run(ctx, capsys)
+    res = run(ctx, capsys, state='restarted')
+    assert res['changed'] and res['action'] == 'restarted' and res['pid'] != first['pid']
+
+
+def test_stop_waits_for_the_whole_process_group(ctx, capsys):
+    first = run(ctx, capsys, env={'FAKE_HUNG_CHILD': '1'})
+    assert first['health'] == 'healthy'
+    checked = run(ctx, capsys, check=True, state='stopped')
+    assert checked['changed'] and alive(first['pid'])
+    res = run(ctx, capsys, state='stopped', stop_timeout=0.3, diff=True)
+    assert res['changed'] and res['action'] == 'stopped' and res['diff']['after'] == ''
+    # The child ignoring SIGTERM was killed too: the NPUs are free when the task returns.
+    assert not alive(first['pid']) and not group_alive(first['pid'])
+    again = run(ctx, capsys, state='stopped')
+    assert not again['changed'] and again['action'] == 'none'
+
+
+def test_workers_left_by_a_dead_instance_are_stopped(ctx, capsys):
+    first = run(ctx, capsys, env={'FAKE_HUNG_CHILD': '1'})
+    os.kill(first['pid'], signal.SIGKILL)  # the API server dies, its worker (same process group) lives on
+    _proc.wait_until([('dead', lambda: not alive(first['pid']))], 5, 0.02)
+    assert group_alive(first['pid'])
+    checked = run(ctx, capsys, check=True, state='stopped')
+    assert checked['changed'] and 'worker processes of a dead instance' in checked['reason']
+    res = run(ctx, capsys, env={'FAKE_HUNG_CHILD': '1'}, stop_timeout=0.3)
+    assert res['changed'] and res['action'] == 'started' and res['health'] == 'healthy', res.get('msg')
+    assert not group_alive(first['pid'])  # the old worker is gone before the new instance took the NPUs
+    assert run(ctx, capsys, state='stopped', stop_timeout=0.3)['changed'] and not group_alive(res['pid'])
+
+
+def test_port_held_by_something_else_fails_clearly(ctx, capsys):
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(('127.0.0.1', ctx['port']))
+    sock.listen(1)
+    try:
+        res = run(ctx, capsys)
+    finally:
+        sock.close()
+    assert res['failed'] and 'already accepts connections' in res['msg'] and 'qwen-a' in res['msg']
+
+
+@pytest.mark.parametrize('args, needle', [
+    ({'visible_devices': [0, 1], 'tensor_parallel_size': 4}, 'does not match the 2 visible device(s)'),
+    ({'name': 'bad name'}, 'letters, digits'),
+    ({'port': 70000}, 'TCP port'),
+    ({'gpu_memory_utilization': 1.5}, 'gpu_memory_utilization'),
+    ({'env': {'BAD-NAME': '1'}}, 'not valid environment variable names'),
+    ({'binary': 'no-such-vllm'}, 'no-such-vllm not found in host'),
+])
+def test_bad_parameters_fail_before_starting(ctx, capsys, args, needle):
+    res = run(ctx, capsys, **args)
+    assert res['failed'] and needle in res['msg'], res['msg']
+    assert not os.path.exists(os.path.join(ctx['state_dir'], 'qwen-a', 'vllm.pid'))
+
+
+def test_container_mode_runs_through_docker_exec(ctx, capsys):
+    res = run(ctx, capsys, container='vllm-ascend')
+    assert res['health'] == 'healthy', res.get('msg')
+    again = run(ctx, capsys, container='vllm-ascend')
+    assert not again['changed']
+    stopped = run(ctx, capsys, container='vllm-ascend', state='stopped')
+    assert stopped['changed'] and not alive(res['pid'])
+    with open(str(ctx['tmp'] / 'docker.log')) as fh:
+        calls = fh.read().splitlines()
+    assert 'inspect --format {{.State.Running}} vllm-ascend' in calls
+    assert any(c.startswith('exec -i vllm-ascend sh -c') and 'kvpool-start' in c for c in calls)
+
+
+def test_missing_container(ctx, capsys):
+    res = run(ctx, capsys, container='gone')
+    assert res['failed'] and 'container gone not found' in res['msg']
+    # Check mode: the container would be created by an earlier task first.
+    res = run(ctx, capsys, container='gone', check=True)
+    assert res['changed'] and res['action'] == 'started' and 'not found' in res['reason']
+    # Nothing runs in a container that does not exist: a stop is ok.
+    res = run(ctx, capsys, container='gone', state='stopped')
+    assert not res['changed'] and res['state'] == 'stopped'
+
+
+def test_pid_reuse_is_not_mistaken_for_the_instance(ctx, capsys):
+    first = run(ctx, capsys)
+    rec = settings(ctx)
+    rec['starttime'] = rec['starttime'] - 1  # the recorded pid now "belongs" to another process
+    with open(os.path.join(ctx['state_dir'], 'qwen-a', 'settings.json'), 'w') as fh:
+        json.dump(rec, fh)
+    res = run(ctx, capsys, state='stopped')
+    assert not res['changed'] and alive(first['pid'])  # someone else's process is never signalled
+    os.killpg(first['pid'], signal.SIGKILL)

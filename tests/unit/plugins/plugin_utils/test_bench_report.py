@@ -1,0 +1,251 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The benchmark report (plugin_utils/bench_report.py), its action plugin, and the plan filter: built from step
+results shaped like the kvpool_benchmark module's, covering the guide's good run and every finding."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+import pytest
+
+from ansible_collections.ascend.kvpool.plugins.filter import kvpool_benchmark as plan_filter
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+
+HINT = 'PYTHONHASHSEED mismatch or pool not shared'
+
+
+def hits(prefix_q=102400, prefix_h=0, ext_q=102400, ext_h=0, own=0, other=0):
+    return {'prefix_queries': prefix_q, 'prefix_hits': prefix_h,
+            'prefix_hit_rate': round(float(prefix_h) / prefix_q, 4) if prefix_q else None,
+            'external_queries': ext_q, 'external_hits': ext_h,
+            'external_hit_rate': round(float(ext_h) / ext_q, 4) if ext_q else None,
+            'pool_own_segment_tokens': own, 'pool_other_segment_tokens': other, 'prompt_tokens': prefix_q}
+
+
+def result(name, ttft_median, target_hits, fingerprint='aaaa', failed=0, sim=True):
+    target = 'instance2' if name == 'step3' else 'instance1'
+    other = 'instance1' if target == 'instance2' else 'instance2'
+    after = {'kvpool_sim_pool_put_keys_total': 10.0} if sim else {'vllm:prefix_cache_queries_total': 1.0}
+    ttft = {'count': 100 - failed, 'mean': ttft_median * 1.05, 'median': ttft_median, 'p90': ttft_median * 1.3,
+            'p99': ttft_median * 1.5, 'min': ttft_median / 3, 'max': ttft_median * 1.6}
+    return {
+        'changed': False, 'step': name, 'url': 'http://10.0.0.%d:8002' % (12 if target == 'instance2' else 11),
+        'model': 'qwen', 'tool': 'builtin', 'check_mode': False, 'started': '2026-11-29T18:00:00Z',
+        'dataset': {'seed': 1, 'count': 100, 'input_tokens': 1024, 'tokens': {'min': 1024, 'max': 1024, 'mean': 1024},
+                    'exact': True, 'method': 'tokenize', 'fingerprint': fingerprint},
+        'summary': {'requests': 100, 'succeeded': 100 - failed, 'failed': failed,
+                    'errors': [{'error': 'HTTP 500: boom', 'count': failed}] if failed else [],
+                    'failed_indexes': list(range(failed)), 'short_outputs': [], 'ttft_ms': ttft,
+                    'tpot_ms': {'median': 4.0}, 'e2e_ms': {'median': ttft_median + 40}, 'duration_s': 2.0},
+        'requests': [],
+        'metrics': {
+            target: {'url': 'x', 'error': None, 'before': {}, 'after': after, 'delta': {}, 'hits': target_hits},
+            other: {'url': 'y', 'error': None, 'before': {}, 'after': after, 'delta': {}, 'hits': hits(0, 0, 0, 0)},
+            'master': {'url': 'z', 'error': None, 'before': {}, 'after': {'master_key_count': 3200.0}, 'delta': {},
+                       'master': {'before': {'key_count': 0, 'allocated_bytes': 0},
+                                  'after': {'key_count': 3200, 'allocated_bytes': 52428800}}},
+        },
+    }
+
+
+def guide_run(sim=True):
+    return {
+        'step1': result('step1', 2250.0, hits(), sim=sim),
+        'flush': result('flush', 2260.0, hits(), fingerprint='bbbb', sim=sim),
+        'step2': result('step2', 720.0, hits(ext_h=89600, own=89600), sim=sim),
+        'step3': result('step3', 940.0, hits(ext_h=89600, other=89600), sim=sim),
+    }
+
+
+SETTINGS = {'num_requests': 100, 'concurrency': 25, 'input_tokens': 1024}
+
+
+def test_the_guides_run_passes_every_check():
+    report = bench_report.build_report(guide_run(), SETTINGS, label='lab', generated='2026-11-29T18:00:00Z')
+    assert report['ok'] and report['findings'] == []
+    assert [c['check'] for c in report['checks']] == ['step1_cold', 'flush_evicted', 'step2_pool_hits',
+                                                      'step3_cross_node_hits', 'ttft_order']
+    assert report['ttft_ms']['step1']['median'] == 2250.0 and report['ttft_ms']['step3']['median'] == 940.0
+    assert report['simulated'] and report['label'] == 'SIMULATED (vllm stand-in) lab'
+    assert report['summary'][0] == 'KV pool TTFT benchmark [SIMULATED (vllm stand-in) lab]: as in the guide'
+    assert report['steps'][3]['reference_ttft_ms'] == 948
+    assert report['steps'][1]['reference_ttft_ms'] is None
+    json.dumps(report)
+
+
+def test_a_real_cluster_is_not_labelled_simulated():
+    report = bench_report.build_report(guide_run(sim=False), SETTINGS, label='prod-a')
+    assert not report['simulated'] and report['label'] == 'prod-a'
+    markdown = bench_report.render_markdown(report)
+    assert 'SIMULATED' not in markdown
+    assert 'REFERENCE (the guide, other hardware' in markdown
+
+
+@pytest.mark.parametrize('change, check, words', [
+    (lambda r: r['step3']['metrics']['instance2'].update(hits=hits(ext_h=0)), 'step3_cross_node_hits', HINT),
+    (lambda r: r['step1']['metrics']['instance1'].update(hits=hits(ext_h=8960)), 'step1_cold', 'not cold'),
+    (lambda r: r['step2']['metrics']['instance1'].update(hits=hits(prefix_h=89600, ext_q=12800)), 'flush_evicted',
+     'raise kvpool_benchmark_flush_requests'),
+    (lambda r: r['step2']['metrics']['instance1'].update(hits=hits(ext_h=0)), 'step2_pool_hits',
+     'the KV connector stored or loaded nothing'),
+    (lambda r: r['step2']['summary']['ttft_ms'].update(median=3000.0), 'ttft_order', 'not the guide'),
+    (lambda r: r.update(step2=result('step2', 720.0, hits(ext_h=89600), failed=3)), 'failed_requests',
+     '3 of 100 requests failed: HTTP 500: boom x3'),
+    (lambda r: r.update(step3={'failed': False, 'msg': 'cannot list the served models of http://x: refused'}),
+     'step_failed', 'cannot list the served models'),
+    (lambda r: r['step3']['dataset'].update(fingerprint='cccc'), 'same_dataset', 'set kvpool_benchmark_seed'),
+    (lambda r: r['step2']['metrics']['instance1'].update(hits=None, error='http://x/metrics: refused'), 'metrics',
+     'refused'),
+])
+def test_each_finding_names_the_cause(change, check, words):
+    results = copy.deepcopy(guide_run())
+    change(results)
+    report = bench_report.build_report(results, SETTINGS)
+    assert not report['ok']
+    found = [f for f in report['findings'] if f['check'] == check]
+    assert found, report['findings']
+    assert words in found[0]['message']
+    assert any(words in line for line in report['summary'])
+
+
+def test_steps_not_run_and_check_mode():
+    partial = bench_report.build_report({'step1': guide_run()['step1'], 'step2': {'skipped': True}})
+    assert [s['status'] for s in partial['steps']] == ['ok', 'not run', 'not run', 'not run']
+    assert partial['ok'] and partial['ttft_ms']['step2']['median'] is None
+    checked = bench_report.build_report({'step1': {'check_mode': True, 'msg': 'check mode: would send'}})
+    assert checked['steps'][0]['status'] == 'check mode' and checked['ok']
+
+
+def test_markdown_has_the_guides_table_and_the_evidence():
+    report = bench_report.build_report(guide_run(), SETTINGS, instances={'instance1': {'host': 'node1', 'url': 'u1'}})
+    markdown = bench_report.render_markdown(report, 'kvpool_benchmark.png')
+    lines = markdown.splitlines()
+    assert lines[0].startswith('# ') and 'SIMULATED' in lines[0]
+    assert '| | requests | concurrency | TTFT1 (ms) | TTFT2 (ms) | TTFT3 (ms) |' in lines
+    assert '| this run (SIMULATED), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in lines
+    reference = [line for line in lines if line.startswith('| REFERENCE (the guide, other hardware')]
+    assert reference and reference[0].endswith('| 100 | 25 | 2322 | 739 | 948 |')
+    assert any(line.startswith('| TTFT3 | instance2 | 100/0 |') and '| 0 / 89600 |' in line for line in lines)
+    assert '- instance1: host node1, url u1' in lines
+    assert '![TTFT per step](kvpool_benchmark.png)' in lines
+
+
+def test_chart_is_a_png(tmp_path):
+    pytest.importorskip('matplotlib')
+    report = bench_report.build_report(guide_run(), SETTINGS)
+    path = tmp_path / 'chart.png'
+    assert bench_report.render_chart(report, str(path)) is None
+    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    empty = bench_report.build_report({})
+    assert bench_report.render_chart(empty, str(tmp_path / 'none.png')) == 'no measured step: no chart'
+
+
+# --- the plan filter ------------------------------------------------------------------------------------------------
+HOSTVARS = {
+    'node1': {'ansible_host': '10.0.0.11', 'vllm_instance_instances': [{'devices': [0, 1, 2, 3], 'port': 8002},
+                                                                       {'name': 'second', 'port': 8003}],
+              'vllm_instance_model_path': '/models/qwen'},
+    'node2': {'ansible_host': '10.0.0.12'},
+    'node3': {'ansible_host': 'fe80::3', 'vllm_instance_listen_host': '0.0.0.0', 'mooncake_master_metrics_port': 9100},
+}
+GROUPS = {'npu_nodes': ['node1', 'node2', 'node3'], 'mooncake_master': ['node3']}
+
+
+def test_plan_defaults_from_the_inventory():
+    plan = plan_filter.kvpool_benchmark_plan({'num_requests': 100}, HOSTVARS, GROUPS)
+    assert plan['errors'] == []
+    assert plan['instance1']['url'] == 'http://10.0.0.11:8002' and plan['instance1']['name'] == 'vllm-8002'
+    assert plan['instance2']['url'] == 'http://10.0.0.12:8002'  # no list: the guide's one instance on 8002
+    assert plan['master']['metrics_url'] == 'http://[fe80::3]:9100/metrics'
+    assert plan['metrics_urls'] == {'instance1': 'http://10.0.0.11:8002/metrics',
+                                    'instance2': 'http://10.0.0.12:8002/metrics',
+                                    'master': 'http://[fe80::3]:9100/metrics'}
+    assert plan['client_host'] == 'node1' and plan['flush_requests'] == 100
+    assert plan['seed_source'] == 'new for this run' and plan['seed_b'] == plan['seed_a'] + 1
+    assert plan['aisbench_model_path'] == '/models/qwen'
+
+
+def test_plan_overrides():
+    plan = plan_filter.kvpool_benchmark_plan(
+        {'instance1': {'host': 'node1', 'instance': 'second'}, 'instance2': {'host': 'node3'}, 'seed': 5,
+         'master_metrics_url': 'none', 'client_host': 'localhost', 'num_requests': 10, 'flush_requests': 40},
+        HOSTVARS, GROUPS)
+    assert plan['errors'] == []
+    assert plan['instance1']['url'] == 'http://10.0.0.11:8003' and plan['instance1']['name'] == 'second'
+    assert plan['instance2']['url'] == 'http://[fe80::3]:8002'  # wildcard listen address: ansible_host
+    assert plan['master']['metrics_url'] is None and 'master' not in plan['metrics_urls']
+    assert (plan['seed_a'], plan['seed_b'], plan['seed_source']) == (5, 6, 'set')
+    assert plan['client_host'] == 'localhost' and plan['flush_requests'] == 40
+    url = plan_filter.kvpool_benchmark_plan({'instance1': {'url': '10.1.1.1:9000/'}, 'instance2': {'host': 'node2'}},
+                                            HOSTVARS, GROUPS)
+    assert url['instance1']['url'] == 'http://10.1.1.1:9000'
+
+
+@pytest.mark.parametrize('settings, words', [
+    ({'group': 'missing'}, 'no host'),
+    ({'group': 'one'}, 'instance2: no host'),
+    ({'instance1': {'host': 'node1', 'instance': 5}}, 'instance index 5 out of range'),
+    ({'instance1': {'host': 'node1', 'instance': 'nope'}}, 'no instance named nope'),
+    ({'instance2': {'host': 'node1'}}, 'are the same instance'),
+])
+def test_plan_errors_name_the_variable(settings, words):
+    plan = plan_filter.kvpool_benchmark_plan(settings, HOSTVARS, dict(GROUPS, one=['node1']))
+    assert any(words in e for e in plan['errors']), plan['errors']
+
+
+# --- the action plugin, through ansible-playbook on the controller ------------------------------------------------
+def _play(tmp_path, results, check=False):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[4]
+    (tmp_path / 'results.json').write_text(json.dumps({'bench_results': results}))
+    (tmp_path / 'play.yml').write_text('''---
+- name: Write a benchmark report
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Report
+      ascend.kvpool.kvpool_benchmark_report:
+        results: "{{ bench_results }}"
+        report_dir: "%s/out"
+        label: unit
+        settings: {num_requests: 100, concurrency: 25, input_tokens: 1024}
+      register: written
+    - name: Show
+      ansible.builtin.debug:
+        msg: "{{ written.summary }}"
+''' % tmp_path)
+    argv = [str(Path(sys.executable).parent / 'ansible-playbook'), str(tmp_path / 'play.yml'), '-i', 'localhost,',
+            '-e', '@%s' % (tmp_path / 'results.json')] + (['--check'] if check else [])
+    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    return subprocess.run(argv, cwd=str(repo), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=120, check=False)
+
+
+def test_action_plugin_writes_json_markdown_and_png(tmp_path):
+    pytest.importorskip('matplotlib')
+    proc = _play(tmp_path, guide_run())
+    assert proc.returncode == 0, proc.stdout
+    out = tmp_path / 'out'
+    report = json.loads((out / 'kvpool_benchmark.json').read_text())
+    assert report['ok'] and report['label'] == 'SIMULATED (vllm stand-in) unit'
+    assert report['files']['chart'].endswith('kvpool_benchmark.png')
+    assert (out / 'kvpool_benchmark.png').read_bytes()[:4] == b'\x89PNG'
+    assert '| this run (SIMULATED), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in \
+        (out / 'kvpool_benchmark.md').read_text()
+    assert 'KV pool TTFT benchmark [SIMULATED (vllm stand-in) unit]: as in the guide' in proc.stdout
+
+
+def test_action_plugin_in_check_mode_without_traffic_writes_nothing(tmp_path):
+    proc = _play(tmp_path, {'step1': {'check_mode': True, 'msg': 'check mode: would send'}}, check=True)
+    assert proc.returncode == 0, proc.stdout
+    assert not (tmp_path / 'out').exists()
