@@ -95,8 +95,8 @@ def parse_status(status_text):
     return state, threads
 
 
-def parse_stat_state(stat_text):
-    """The one-letter state of a /proc/<pid>/stat line (R, S, D, Z, T, ...), or None."""
+def stat_fields(stat_text):
+    """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
     if not stat_text:
         return None
     if isinstance(stat_text, bytes):
@@ -104,7 +104,12 @@ def parse_stat_state(stat_text):
     close = stat_text.rfind(')')
     if close < 0:
         return None
-    rest = stat_text[close + 1:].split()
+    return stat_text[close + 1:].split()
+
+
+def parse_stat_state(stat_text):
+    """The one-letter state of a /proc/<pid>/stat line (R, S, D, Z, T, ...), or None."""
+    rest = stat_fields(stat_text)
     return rest[0] if rest else None
 
 

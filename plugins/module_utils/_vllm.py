@@ -32,6 +32,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import stat_fields
+
 # --- versions ----------------------------------------------------------------------------------------------
 
 GUIDE_VERSION = '0.22.1rc1'
@@ -303,28 +305,16 @@ def format_host_port(host, port):
     return '%s:%s' % (host, port)
 
 
-def _stat_fields(stat_text):
-    """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
-    if not stat_text:
-        return None
-    if isinstance(stat_text, bytes):
-        stat_text = stat_text.decode('utf-8', 'replace')
-    close = stat_text.rfind(')')
-    if close < 0:
-        return None
-    return stat_text[close + 1:].split()
-
-
 def stat_state(stat_text):
     """The one-letter state (R, S, D, Z, ...) of a /proc/<pid>/stat line, or None."""
-    rest = _stat_fields(stat_text)
+    rest = stat_fields(stat_text)
     return rest[0] if rest else None
 
 
 def stat_starttime(stat_text):
     """Field 22 (starttime, clock ticks since boot) of a /proc/<pid>/stat line: with the pid, a process identity
     that survives the process renaming itself (vLLM sets process titles), unlike the command line."""
-    rest = _stat_fields(stat_text)
+    rest = stat_fields(stat_text)
     # rest[0] is field 3 (state), so field 22 is rest[19].
     if not rest or len(rest) < 20 or not rest[19].isdigit():
         return None
