@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MOCKCTL = [sys.executable, str(REPO / 'tests' / 'mock' / 'mockctl')]
+NAIVE = REPO / 'tools' / 'bench' / 'naive_verify_network.yml'
+OURS = REPO / 'verify_network.yml'
 
 
 def sh(argv, **kw):
@@ -54,15 +56,28 @@ def cluster(nodes, latency_ms):
     return inv
 
 
+def cpu_seconds():
+    """Busy CPU seconds of the whole machine so far (all mock nodes, the controller, everything)."""
+    with open('/proc/stat') as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / float(os.sysconf('SC_CLK_TCK'))
+
+
+CPU = {}
+
+
 def timed_playbook(playbook, inv, extra=None):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / 'ansible.cfg'))
     argv = [str(BIN / 'ansible-playbook'), str(playbook), '-i', str(inv)]
     if extra:
         argv += ['-e', json.dumps(extra)]
+    c0 = cpu_seconds()
     t0 = time.monotonic()
     proc = subprocess.run(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=False)
     elapsed = time.monotonic() - t0
+    CPU.setdefault((str(playbook), str(inv)), []).append(cpu_seconds() - c0)
     if proc.returncode != 0:
         sys.exit('%s failed:\n%s' % (playbook, proc.stdout[-3000:]))
     return elapsed
@@ -82,17 +97,21 @@ def main():
     ours = {'npu_network_report_path': report}
 
     inv2 = cluster(2, args.latency_ms)
-    naive2 = median_of(args.runs, lambda: timed_playbook(REPO / 'tools' / 'bench' / 'naive_verify_network.yml', inv2))
-    ours2 = median_of(args.runs, lambda: timed_playbook(REPO / 'verify_network.yml', inv2, ours))
+    naive2 = median_of(args.runs, lambda: timed_playbook(NAIVE, inv2))
+    ours2 = median_of(args.runs, lambda: timed_playbook(OURS, inv2, ours))
     inv8 = cluster(8, args.latency_ms)
-    ours8 = median_of(args.runs, lambda: timed_playbook(REPO / 'verify_network.yml', inv8, ours))
+    ours8 = median_of(args.runs, lambda: timed_playbook(OURS, inv8, ours))
     cluster(2, args.latency_ms)
 
     print('verify_network benchmark on the SIMULATED mock cluster (stub latency %d ms per hccn_tool call, '
           'median of %d runs, %d CPU cores)' % (args.latency_ms, args.runs, os.cpu_count() or 0))
-    print('  naive transcription of the guide, 2 nodes : %6.2f s' % naive2)
-    print('  verify_network.yml, 2 nodes               : %6.2f s' % ours2)
-    print('  verify_network.yml, 8 nodes               : %6.2f s' % ours8)
+    cores = os.cpu_count() or 1
+    for label, wall, pb, inv in (('naive transcription of the guide, 2 nodes', naive2, NAIVE, inv2),
+                                 ('verify_network.yml, 2 nodes              ', ours2, OURS, inv2),
+                                 ('verify_network.yml, 8 nodes              ', ours8, OURS, inv8)):
+        c = statistics.median(CPU[(str(pb), str(inv))])
+        print('  %s : %6.2f s wall, %5.1f CPU-s on the machine (%.0f%% of %d cores busy)'
+              % (label, wall, c, 100.0 * c / (wall * cores), cores))
     print('  speed-up over the naive transcription     : %6.1fx (target >= 5x)' % (naive2 / ours2))
     print('  8 nodes / 2 nodes                         : %6.2fx (target <= 1.5x)' % (ours8 / ours2))
 
