@@ -25,6 +25,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import FAKE_DOCKER, free_port
 
 FAKE_MASTER = r'''#!%(python)s
 import os, socket, sys, threading, time
@@ -66,24 +67,6 @@ while True:
     conn, _ = rpc.accept()
     conn.close()
 '''
-
-# `docker exec -i NAME argv...` runs argv here; `docker inspect` says the container runs.
-FAKE_DOCKER = r'''#!/bin/sh
-echo "$*" >> "%(log)s"
-case "$1" in
-  inspect) [ "$4" = "gone" ] && { echo "Error: No such object: $4" >&2; exit 1; }; echo true ;;
-  exec) shift 3; exec "$@" ;;
-esac
-'''
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
