@@ -68,6 +68,7 @@ while True:
     conn.close()
 '''
 
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     binary = tmp_path / 'bin' / 'mooncake_master'

@@ -73,6 +73,7 @@ print("INFO Application startup complete.", flush=True)
 srv.serve_forever()
 '''
 
+
 @pytest.fixture
 def ctx(tmp_path, monkeypatch):
     bindir = tmp_path / 'bin'
