@@ -75,7 +75,9 @@ equipment: image
 	$(BIN)/pytest -q -p no:cacheprovider tests/mock -m docker
 
 # Every scenario on one mock cluster: the default scenario creates it, the others share it.
+# The reset drops molecule's state of an earlier run from the same directory (else prepare is skipped as done).
 molecule: image
+	$(BIN)/molecule reset --all
 	$(BIN)/molecule test --all --shared-state
 
 test: lint sanity unit equipment molecule
