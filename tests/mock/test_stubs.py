@@ -465,15 +465,17 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
     if existing:
         pytest.skip(f"a mock cluster is already running ({', '.join(existing)}); not disturbing it")
     state = tmp_path / "state"
+    other_checkout = tmp_path / "other-checkout-state"
 
-    def ctl(*args):
-        proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), *args],
+    def ctl(*args, state_dir=state):
+        proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state_dir), *args],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
 
-    def ssh(ip, command):
-        return subprocess.run(["ssh", "-i", str(state / "id_ed25519"), "-o", f"UserKnownHostsFile={state}/known_hosts",
+    def ssh(ip, command, state_dir=state):
+        return subprocess.run(["ssh", "-i", str(state_dir / "id_ed25519"),
+                               "-o", f"UserKnownHostsFile={state_dir}/known_hosts",
                                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{ip}", command],
                               capture_output=True, text=True, timeout=60, check=False)
 
@@ -491,6 +493,12 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
         assert "recv time out seq=0" in after.stdout and after.stderr.strip() == "Command execute failed!"
         down = ssh(mockctl.node_ip(2), "hccn_tool -i 3 -link -g; npu-smi info | head -2")
         assert "link status: DOWN" in down.stdout and "npu-smi 24.1.0.3" in down.stdout
+        # Stopped containers left by another checkout (its own key) are replaced, not reused with a stale key.
+        subprocess.run(["docker", "stop", "-t", "0", "kvpool-node1", "kvpool-node2"], capture_output=True, check=True)
+        again = ctl("up", "--nodes", "2", state_dir=other_checkout)
+        assert "replaced container kvpool-node1: it belongs to another state directory" in again.stdout + again.stderr
+        assert ssh(node1, "true", state_dir=other_checkout).returncode == 0
     finally:
-        subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state), "down"], capture_output=True,
-                       check=False)
+        for state_dir in (other_checkout, state):
+            subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state_dir), "down"],
+                           capture_output=True, check=False)
