@@ -43,6 +43,7 @@ MASTER_FLAGS = [
     ('port', 'port'),
     ('rpc_address', 'rpc_address'),
     ('metrics_port', 'metrics_port'),
+    ('metrics_address', 'metrics_host'),
     ('eviction_high_watermark_ratio', 'eviction_high_watermark_ratio'),
     ('eviction_ratio', 'eviction_ratio'),
     ('max_threads', 'max_threads'),
@@ -240,7 +241,7 @@ def master_settings(params):
         if name in ('enable_ha', 'enable_http_metadata_server'):
             if not val:
                 continue
-        if name == 'rpc_address' and not str(val).strip():
+        if name in ('rpc_address', 'metrics_address') and not str(val).strip():
             continue
         if name == 'etcd_endpoints':
             if not params.get('enable_ha'):
@@ -299,8 +300,26 @@ def log_excerpt(text, lines=20, max_chars=4000):
 
 
 def log_errors(text, limit=5):
-    """The glog ERROR/FATAL lines (``E1129 ...``, ``F1129 ...``) of a log, last ``limit`` of them."""
+    """The glog ERROR/FATAL lines (``E1129 ...``, ``F1129 ...``) and gflags' own errors (``ERROR: unknown command
+    line flag 'x'``) of a log, last ``limit`` of them."""
     if isinstance(text, bytes):
         text = text.decode('utf-8', 'replace')
-    found = [line for line in (text or '').splitlines() if _GLOG_ERROR.match(line) or 'Check failed' in line]
+    found = [line for line in (text or '').splitlines()
+             if _GLOG_ERROR.match(line) or 'Check failed' in line or line.startswith('ERROR: ')]
     return found[-limit:]
+
+
+# Flags the module writes that not every Mooncake release knows: what to do when the master rejects one.
+_NEWER_FLAGS = {
+    'metrics_host': 'This Mooncake release has no --metrics_host: leave metrics_address unset '
+                    '(role: mooncake_master_metrics_address: ""), its metrics server then listens on all addresses',
+}
+_UNKNOWN_FLAG = re.compile(r"unknown command line flag '([A-Za-z0-9_]+)'")
+
+
+def unknown_flag_hint(text):
+    """The fix for a master that exited on a flag its release does not know, or None."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    m = _UNKNOWN_FLAG.search(text or '')
+    return _NEWER_FLAGS.get(m.group(1)) if m else None

@@ -179,11 +179,16 @@ def tcp_open(host, port, timeout=0.5):
     return True
 
 
-def http_status(url, timeout=1.0):
-    """(status, body) of a GET of ``url`` (proxies bypassed); status None when nothing answered."""
+def http_status(url, timeout=1.0, headers=None):
+    """(status, body) of a GET of ``url`` (proxies bypassed); status None when nothing answered.
+
+    ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged.
+    """
     opener = build_opener(ProxyHandler({}))
+    sent = {'User-Agent': 'ascend.kvpool'}
+    sent.update(headers or {})
     try:
-        resp = opener.open(Request(url, headers={'User-Agent': 'ascend.kvpool'}), timeout=timeout)
+        resp = opener.open(Request(url, headers=sent), timeout=timeout)
         try:
             return resp.getcode(), resp.read(65536).decode('utf-8', 'replace')
         finally:
@@ -247,20 +252,33 @@ class ProcessTarget(object):
         self.docker = docker
 
     # --- commands ------------------------------------------------------------------------------------------
-    def wrap(self, argv):
-        """argv as run on the target (prefixed with ``docker exec -i <container>`` for a container)."""
+    def wrap(self, argv, env_names=()):
+        """argv as run on the target (prefixed with ``docker exec -i <container>`` for a container).
+
+        ``env_names`` are variables of the caller's environment handed on into the container by name
+        (``docker exec -e NAME``: docker takes the value from its own environment, not from its command line).
+        """
         argv = [str(a) for a in argv]
         if self.container:
-            return [self.docker, 'exec', '-i', self.container] + argv
+            passed = []
+            for name in env_names:
+                passed.extend(['-e', str(name)])
+            return [self.docker, 'exec', '-i'] + passed + [self.container] + argv
         return argv
 
-    def run(self, argv, data=None):
-        """(rc, stdout, stderr) of argv on the target, LANG=C."""
-        kwargs = {'environ_update': dict(C_LOCALE), 'expand_user_and_vars': False}
+    def run(self, argv, data=None, env=None):
+        """(rc, stdout, stderr) of argv on the target, LANG=C.
+
+        ``env`` adds variables through the environment of the command (and into a container by name), never
+        through its command line: an argv is readable by every user of the host in ``/proc/<pid>/cmdline``.
+        """
+        environ = dict(C_LOCALE)
+        environ.update(env or {})
+        kwargs = {'environ_update': environ, 'expand_user_and_vars': False}
         if data is not None:
             kwargs['data'] = data
             kwargs['binary_data'] = True
-        return self.module.run_command(self.wrap(argv), **kwargs)
+        return self.module.run_command(self.wrap(argv, sorted(env or {})), **kwargs)
 
     def describe(self):
         return 'container %s' % self.container if self.container else 'host'
@@ -396,14 +414,20 @@ class ProcessTarget(object):
             return pid
         return None
 
-    def start(self, argv, pid_file, log_file, env=None, cwd='/'):
-        """Start argv detached; returns its pid. ``env`` adds variables (through ``env K=V``)."""
+    def start(self, argv, pid_file, log_file, env=None, cwd='/', secret_env=None):
+        """Start argv detached; returns its pid. ``env`` adds variables (through ``env K=V``).
+
+        ``secret_env`` adds variables that must not be seen by other users (an API key): they are inherited
+        through the environment of the launch (see ``run``), never written into a command line, where ``ps``
+        shows them. Only the process itself and root can read its ``/proc/<pid>/environ``.
+        """
         argv = [str(a) for a in argv]
         if env:
             argv = ['env'] + ['%s=%s' % (k, v) for k, v in sorted(env.items())] + argv
         for d in set([os.path.dirname(pid_file), os.path.dirname(log_file)]):
             self.makedirs(d)
-        rc, out, err = self.run(['sh', '-c', START_SCRIPT, 'kvpool-start', log_file, pid_file, cwd or '/'] + argv)
+        rc, out, err = self.run(['sh', '-c', START_SCRIPT, 'kvpool-start', log_file, pid_file, cwd or '/'] + argv,
+                                env=secret_env)
         pid = parse_pid(out)
         if rc != 0 or not pid:
             raise ProcError('could not launch %s in %s (rc %s): %s'

@@ -56,6 +56,9 @@ MAX_DEVICE_ID = 15
 VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([A-Za-z0-9.+-]*)\s*$')
 NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
 ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+# vLLM reads its API key from VLLM_API_KEY or --api-key; only the variable keeps it out of `ps` listings.
+API_KEY_ENV = 'VLLM_API_KEY'
+API_KEY_FLAG = '--api-key'
 
 
 def parse_version(text):
@@ -182,6 +185,11 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
         errors.append('%s: set the NPUs with the instance\'s devices list, not ASCEND_RT_VISIBLE_DEVICES in the '
                       'environment' % where)
         user.pop('ASCEND_RT_VISIBLE_DEVICES')
+    if API_KEY_ENV in user:
+        # Dropped from the plan at once: the plan is a fact, shown with -v.
+        errors.append('%s: set the API key with vllm_instance_api_key, not %s in the environment (the environment is '
+                      'part of the plan and the output; the key option is not)' % (where, API_KEY_ENV))
+        user.pop(API_KEY_ENV)
     if 'ASCEND_BUFFER_POOL' in user:
         if ascend_buffer_pool in (None, ''):
             ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
@@ -243,16 +251,58 @@ def build_argv(binary, params):
     return argv
 
 
-def fingerprint(argv, env=None, path_prepend=None):
-    """sha256 of the full command line, environment and path prepends."""
+def api_key_digest(api_key, salt):
+    """sha256 of an API key and a per-instance salt: what is recorded (and compared) instead of the key.
+
+    The salt lives only in the instance's settings file (mode 0600), so neither the digest nor a fingerprint that
+    includes it (both appear in the task's output) can be checked against guessed keys.
+    """
+    return hashlib.sha256(('%s\0%s' % (salt, api_key)).encode('utf-8')).hexdigest()
+
+
+def forbidden_key_settings(env=None, extra_args=None):
+    """Where an API key was given past the ``api_key`` option: ``VLLM_API_KEY`` in the environment or
+    ``--api-key`` in the arguments (both would be recorded and shown; an argument also in every ``ps`` listing)."""
+    found = []
+    if API_KEY_ENV in (env or {}):
+        found.append('%s in the environment' % API_KEY_ENV)
+    if any(str(a) == API_KEY_FLAG or str(a).startswith(API_KEY_FLAG + '=') for a in (extra_args or [])):
+        found.append('%s in the arguments' % API_KEY_FLAG)
+    return found
+
+
+def drop_api_key_args(args):
+    """(args without ``--api-key VALUE...`` / ``--api-key=VALUE``, whether any was dropped).
+
+    vLLM's ``--api-key`` takes one or more values: everything up to the next ``--`` option goes with it.
+    """
+    kept, dropped, skip = [], False, False
+    for arg in args:
+        if skip and not arg.startswith('--'):
+            continue
+        skip = False
+        if arg == API_KEY_FLAG:
+            dropped, skip = True, True
+        elif arg.startswith(API_KEY_FLAG + '='):
+            dropped = True
+        else:
+            kept.append(arg)
+    return kept, dropped
+
+
+def fingerprint(argv, env=None, path_prepend=None, key_digest=None):
+    """sha256 of the full command line, environment and path prepends (and the API key's digest, when set)."""
     doc = {'argv': [str(a) for a in argv],
            'env': dict((str(k), str(v)) for k, v in (env or {}).items()),
            'path_prepend': dict((str(k), [str(p) for p in v]) for k, v in (path_prepend or {}).items())}
+    if key_digest:
+        doc['api_key_sha256'] = str(key_digest)
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode('utf-8')).hexdigest()
 
 
-def settings_text(argv, env=None, path_prepend=None):
-    """The effective settings one item per line, for diffs: argv flags with their values, then the environment."""
+def settings_text(argv, env=None, path_prepend=None, key_digest=None):
+    """The effective settings one item per line, for diffs: argv flags with their values, then the environment
+    (an API key as ``<secret ...>`` with the start of its salted digest, so a new key shows as a change)."""
     if not argv:
         return ''
     lines = [' '.join(argv[:3])]
@@ -272,7 +322,10 @@ def settings_text(argv, env=None, path_prepend=None):
         else:
             lines.append('  %s' % item)
             i += 1
-    for key, value in sorted((env or {}).items()):
+    shown = dict(env or {})
+    if key_digest:
+        shown[API_KEY_ENV] = '<secret, salted sha256 %s...>' % str(key_digest)[:12]
+    for key, value in sorted(shown.items()):
         lines.append('  env %s=%s' % (key, value))
     for key, value in sorted((path_prepend or {}).items()):
         lines.append('  env %s=%s:$%s' % (key, ':'.join(value), key))
@@ -534,8 +587,11 @@ def plan_instances(instances, settings, host='this host'):
         errors.extend(err)
         ld = [str(p) for p in (settings.get('ld_library_path') or []) if p]
         inst['path_prepend'] = {'LD_LIBRARY_PATH': ld} if ld else {}
-        inst['extra_args'] = [str(a) for a in (settings.get('extra_args') or [])] + \
-            [str(a) for a in (raw.get('extra_args') or [])]
+        inst['extra_args'], dropped = drop_api_key_args([str(a) for a in (settings.get('extra_args') or [])] +
+                                                        [str(a) for a in (raw.get('extra_args') or [])])
+        if dropped:
+            errors.append('%s: set the API key with vllm_instance_api_key, not %s in extra_args (an argument is shown '
+                          'in the plan, the output and every ps listing of the node)' % (where, API_KEY_FLAG))
         inst['devices_text'] = _ranges(devices)
         planned.append(inst)
     errors.extend(find_collisions(planned, settings.get('reserved_ports'), host))

@@ -106,7 +106,10 @@ options:
     type: float
     default: 600
   api_key:
-    description: Bearer token of the instance (vLLM C(--api-key)); empty sends none.
+    description:
+      - Bearer token of the instance (vLLM C(--api-key) or C(VLLM_API_KEY)); empty sends none. Never returned.
+      - With O(tool=aisbench) it is written into AISBench's model config (the only way AISBench takes it); that file
+        is 0600 and the step's directory under O(aisbench_work_dir) 0700.
     type: str
     default: ''
   metrics_urls:
@@ -316,7 +319,10 @@ def run_aisbench(module, params, url, model, data):
     step_dir = os.path.join(work, params['name'])
     if os.path.isdir(step_dir):
         shutil.rmtree(step_dir)
-    os.makedirs(step_dir)
+    # AISBench's model config holds the API key (when set), and AISBench copies its config into its outputs: the
+    # step's directory is the owner's only, and the config file 0600 in any case.
+    os.makedirs(step_dir, 0o700)
+    os.chmod(step_dir, 0o700)
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
                                         params['concurrency'], params['temperature'], params['ignore_eos'],
                                         api_key=params['api_key'])
@@ -326,7 +332,7 @@ def run_aisbench(module, params, url, model, data):
     config_dir = os.path.join(step_dir, 'configs')
     os.makedirs(os.path.join(config_dir, 'models'))
     config_path = os.path.join(config_dir, 'models', _aisbench.MODEL_CONFIG_NAME + '.py')
-    with io.open(config_path, 'w', encoding='utf-8') as handle:
+    with io.open(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w', encoding='utf-8') as handle:
         handle.write(_aisbench.render_model_config(settings))
     outputs = os.path.join(step_dir, 'outputs')
     argv = _aisbench.command(exe, config_dir, dataset_path, outputs)

@@ -65,6 +65,13 @@ options:
     description: Port of the HTTP metrics and health server (C(--metrics_port)).
     type: int
     default: 9003
+  metrics_address:
+    description:
+      - Address the HTTP metrics and health server binds to (C(--metrics_host)).
+      - Unset keeps Mooncake's default C(0.0.0.0). The PyPI 0.3.13 build has the flag; a release without it (older
+        builds may lack it) exits at start with C(unknown command line flag 'metrics_host'), and the failed task
+        says to leave this unset.
+    type: str
   eviction_high_watermark_ratio:
     description: Pool usage ratio that triggers eviction (C(--eviction_high_watermark_ratio); guide 0.95).
     type: float
@@ -140,8 +147,8 @@ options:
     default: 10
   health_host:
     description:
-      - Address the readiness polls connect to. Unset uses O(rpc_address), or C(127.0.0.1) when the master binds
-        all addresses.
+      - Address the readiness polls connect to. Unset polls the RPC port at O(rpc_address) and the health endpoint
+        at O(metrics_address) (else O(rpc_address)), or C(127.0.0.1) where the master binds all addresses.
     type: str
   health_path:
     description: Path of the health endpoint on the metrics port.
@@ -181,6 +188,11 @@ EXAMPLES = r"""
 - name: Show where it listens
   ansible.builtin.debug:
     msg: "master {{ master.endpoints.rpc }} (pid {{ master.pid }}), ready in {{ master.ready_seconds }} s"
+
+- name: Listen on the node's own address only (RPC and metrics), not on every interface
+  ascend.kvpool.mooncake_master:
+    rpc_address: "{{ ansible_host }}"
+    metrics_address: "{{ ansible_host }}"
 
 - name: HA masters behind etcd
   ascend.kvpool.mooncake_master:
@@ -324,6 +336,7 @@ def main():
             port=dict(type='int', default=50088, aliases=['rpc_port']),
             rpc_address=dict(type='str'),
             metrics_port=dict(type='int', default=9003),
+            metrics_address=dict(type='str'),
             eviction_high_watermark_ratio=dict(type='float', default=0.95),
             eviction_ratio=dict(type='float', default=0.05),
             max_threads=dict(type='int'),
@@ -374,11 +387,13 @@ def main():
     pid_path = '%s/%s' % (state_dir, PID_NAME)
     log_path = '%s/%s' % (state_dir, LOG_NAME)
     settings_path = '%s/%s' % (state_dir, SETTINGS_NAME)
+    # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
     host = p['health_host'] or _mooncake.probe_host(p['rpc_address'])
+    metrics_host = p['health_host'] or _mooncake.probe_host(p['metrics_address'] or p['rpc_address'])
     endpoints = {
         'rpc': _mooncake.format_host_port(host, p['port']),
-        'metrics': 'http://%s/metrics' % _mooncake.format_host_port(host, p['metrics_port']),
-        'health': 'http://%s%s' % (_mooncake.format_host_port(host, p['metrics_port']),
+        'metrics': 'http://%s/metrics' % _mooncake.format_host_port(metrics_host, p['metrics_port']),
+        'health': 'http://%s%s' % (_mooncake.format_host_port(metrics_host, p['metrics_port']),
                                    p['health_path'] if p['health_path'].startswith('/') else '/' + p['health_path']),
     }
     result = dict(changed=False, endpoints=endpoints, log_path=log_path, pid_path=pid_path, ready_seconds=None)
@@ -490,8 +505,10 @@ def main():
             result.update(state='stopped', pid=None, changed=bool(running))
         except ProcError:
             pass
-        module.fail_json(msg='mooncake_master %s%s. Last lines of %s:\n%s'
-                             % (why, (' (error: %s)' % errors[-1]) if errors else '', log_path, tail),
+        hint = _mooncake.unknown_flag_hint(log)
+        module.fail_json(msg='mooncake_master %s%s%s. Last lines of %s:\n%s'
+                             % (why, (' (error: %s)' % errors[-1]) if errors else '', ('. ' + hint) if hint else '',
+                                log_path, tail),
                          log_tail=tail, **result)
 
     module.exit_json(**result)

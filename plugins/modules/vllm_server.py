@@ -25,9 +25,10 @@ description:
   - Idempotent. A process running with the same fingerprint and passing the health gate is left alone (C(ok)).
     A different fingerprint restarts it (C(changed), with a diff). A dead process is started; a live one that stays
     unhealthy for O(ready_timeout) is restarted.
-  - The health gate is C(GET /health) answering 200 and C(GET /v1/models) listing the served model name, polled
-    every O(poll_interval) seconds for at most O(ready_timeout) seconds. A start that fails (the process exits, or is
-    not healthy in time) stops what is left of it and fails the task with the tail of its log.
+  - The health gate is C(GET /health) answering 200 and C(GET /v1/models) listing the served model name (sent with
+    O(api_key) as a bearer token when set), polled every O(poll_interval) seconds for at most O(ready_timeout)
+    seconds. A start that fails (the process exits, or is not healthy in time) stops what is left of it and fails
+    the task with the tail of its log.
   - With O(wait=false) the task returns as soon as the process is launched. A later task with O(wait=true) and the
     same parameters then waits for that start, and reports its failure with the log tail instead of starting it
     again. This lets a play launch every instance of a host first and then wait for all of them, so the waits
@@ -97,7 +98,7 @@ options:
         (for example C(kv_connector), C(kv_role), C(kv_connector_extra_config)).
     type: dict
   extra_args:
-    description: More C(vllm serve) arguments, appended as given (one argument per item).
+    description: More C(vllm serve) arguments, appended as given (one argument per item); not C(--api-key).
     type: list
     elements: str
     default: []
@@ -105,8 +106,17 @@ options:
     description:
       - Environment of the process (for example C(MOONCAKE_CONFIG_PATH), C(PYTHONHASHSEED), C(VLLM_HOST_IP)).
       - Part of the fingerprint; a change restarts the instance.
+      - Not C(VLLM_API_KEY) (use O(api_key)).
     type: dict
     default: {}
+  api_key:
+    description:
+      - API key the instance requires on C(/v1/*) (vLLM's C(VLLM_API_KEY); C(/health) and C(/metrics) stay open).
+      - Handed to the process through its environment, never its command line (which every user of the host can
+        read with C(ps)), and not returned. The settings file records only a salted sha256 digest of it, so a new
+        key restarts the instance (the diff shows C(VLLM_API_KEY=<secret, ...>)) and the same key changes nothing.
+      - Unset or empty runs the instance without a key. C(--api-key) in O(extra_args) is refused.
+    type: str
   visible_devices:
     description:
       - NPU ids the instance may use, set as C(ASCEND_RT_VISIBLE_DEVICES). Their number must equal
@@ -269,12 +279,13 @@ argv:
   elements: str
   sample: [/usr/local/bin/vllm, serve, /models/qwen, --served-model-name, qwen, --port, "8002"]
 env:
-  description: The environment given to the process (besides what it inherits).
+  description: The environment given to the process (besides what it inherits), without the API key.
   returned: always
   type: dict
   sample: {ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3", PYTHONHASHSEED: "0"}
 fingerprint:
-  description: sha256 of the effective command line and environment; a change restarts the instance.
+  description: sha256 of the effective command line, environment and API key digest; a change restarts the
+    instance.
   returned: always
   type: str
 endpoint:
@@ -305,6 +316,7 @@ log_tail:
   type: str
 """
 
+import binascii
 import json
 import os
 import time
@@ -470,6 +482,7 @@ def main():
             stop_timeout=dict(type='float', default=60),
             health_host=dict(type='str'),
             log_lines=dict(type='int', default=40),
+            api_key=dict(type='str', no_log=True),
         ),
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
@@ -488,6 +501,11 @@ def main():
     bad_names = [k for k in list(env) + list(p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(k)]
     if bad_names:
         module.fail_json(msg='not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
+    misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
+    if misplaced:
+        module.fail_json(msg='set the API key with api_key (kept out of the command line, the settings file and the '
+                             'output), not %s' % ' or '.join(misplaced))
+    api_key = p['api_key'] or None
     path_prepend = {}
     for key, value in sorted((p['path_prepend'] or {}).items()):
         items = value if isinstance(value, list) else [value]
@@ -524,8 +542,8 @@ def main():
 
     recorded = read_settings(target, settings_path)
     running = same_process(target, recorded)
-    before_text = _vllm.settings_text(recorded['argv'], recorded.get('env'), recorded.get('path_prepend')) \
-        if running else ''
+    before_text = _vllm.settings_text(recorded['argv'], recorded.get('env'), recorded.get('path_prepend'),
+                                      recorded.get('api_key_sha256')) if running else ''
 
     def fail_with_log(why, **extra):
         log = target.read_file(log_path)
@@ -564,13 +582,17 @@ def main():
         module.fail_json(msg='%s not found in %s (looked on PATH and in %s). Install vLLM-Ascend (or use its image) '
                              'or set binary to its path.' % (p['binary'], target.describe(), ', '.join(BINARY_DIRS)))
     argv = _vllm.build_argv(binary, p)
-    fp = _vllm.fingerprint(argv, env, path_prepend)
-    after_text = _vllm.settings_text(argv, env, path_prepend)
+    # Only a salted digest of the key is recorded and compared; the salt stays with the instance's settings.
+    key_salt = ((recorded or {}).get('api_key_salt') or binascii.hexlify(os.urandom(16)).decode()) if api_key else None
+    key_digest = _vllm.api_key_digest(api_key, key_salt) if api_key else None
+    fp = _vllm.fingerprint(argv, env, path_prepend, key_digest)
+    after_text = _vllm.settings_text(argv, env, path_prepend, key_digest)
     result.update(argv=argv, env=env, fingerprint=fp, pid=running, state='running' if running else 'stopped',
                   action='none', reason='running with the same settings')
 
     served = p['served_model_name'] or p['model']
     last = {'models': [], 'health': False, 'deadline': 0.0}
+    auth = {'Authorization': 'Bearer %s' % api_key} if api_key else None  # /health needs none, /v1/* does
 
     def request_timeout(cap):
         # Never wait on one request much past the deadline (a hung server accepts TCP and answers nothing).
@@ -584,7 +606,7 @@ def main():
     def models_ok():
         if not last['health']:
             return False  # asked only once /health answers, so one poll costs one request
-        status, body = http_status(endpoint + '/v1/models', timeout=request_timeout(2.0))
+        status, body = http_status(endpoint + '/v1/models', timeout=request_timeout(2.0), headers=auth)
         last['models'] = _vllm.parse_models(body) if status == 200 else []
         return served in last['models']
 
@@ -679,13 +701,16 @@ def main():
                                  % (p['port'], host, p['name'], pid_path), **result)
         target.makedirs(inst_dir)
         started_at = time.time()
-        pid = target.start(launch_argv(argv, path_prepend), pid_path, log_path, env=env)
+        pid = target.start(launch_argv(argv, path_prepend), pid_path, log_path, env=env,
+                           secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None)
     except ProcError as exc:
         module.fail_json(msg='could not start vllm instance %s: %s' % (p['name'], exc), **result)
     result.update(pid=pid, state='running', changed=True, health='starting')
     current = {'argv': argv, 'env': env, 'path_prepend': path_prepend, 'fingerprint': fp, 'pid': pid,
                'starttime': proc_starttime(target, pid), 'started_at': started_at, 'awaiting': not p['wait'],
                'name': p['name'], 'port': p['port'], 'served_model_name': served}
+    if api_key:
+        current.update(api_key_sha256=key_digest, api_key_salt=key_salt)
     # Recorded at once, so a run interrupted during the wait still finds (and manages) this process.
     try:
         write_settings(target, settings_path, current)

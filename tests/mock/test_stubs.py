@@ -2,7 +2,8 @@
 
 Most tests run the stub scripts directly on this machine against fabric files in a temp dir (no docker):
 MOCK_ATLAS_FABRIC points them at the files, MOCK_ATLAS_NODE says which node they are on. One test, marked
-`docker`, brings a 2-node mock cluster up, pings across it over ssh before and after a fault, and removes it.
+`docker`, brings a 2-node mock cluster up, pings across it over ssh before and after a fault, skews a node's
+clock and puts it back, and removes the cluster.
 """
 
 import concurrent.futures
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 MOCKCTL = HERE / "mockctl"
 HCCN_TOOL = HERE / "node" / "hccn_tool"
 NPU_SMI = HERE / "node" / "npu-smi"
+NPU_SMI_PARSER = HERE.parents[1] / "plugins" / "module_utils" / "_npu_smi.py"  # the collection's reader of npu-smi
 
 
 def _load_mockctl():
@@ -368,6 +370,65 @@ def test_npu_smi_unsimulated(sim):
     assert res.returncode == 1 and "SIMULATED npu-smi" in res.stderr
 
 
+def _parse_info(text):
+    """The collection's own npu-smi parser on the stub's output: the stub must print what real hosts print."""
+    spec = importlib.util.spec_from_file_location("kvpool_npu_smi_parser", NPU_SMI_PARSER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_info(text)
+
+
+def test_npu_smi_process_fault_row(sim):
+    idle_hbm = sim.state("node2")["npus"][3]["hbm_used_mb"]
+    sim.fault("node2", 3, "process", "python3")
+    res = sim.npu_smi("info", node="node2")
+    assert res.returncode == 0
+    lines = res.stdout.splitlines()
+    assert all(len(line) == 98 for line in lines)
+    # the real row layout (e.g. `| 0       0                 | 784778        | VLLMWorker_DP            | 30112 ...`)
+    row = "| 3       0                 | 702003        | python3                  | 4096                    |"
+    assert row in lines
+    assert lines[lines.index(row) + 1].startswith("+=====")
+    assert "No running processes found in NPU 3" not in res.stdout
+    for i in (0, 1, 2, 4, 5, 6, 7):
+        assert f"| No running processes found in NPU {i} " in res.stdout
+    parsed = _parse_info(res.stdout)
+    assert parsed["processes"] == [{"npu": 3, "chip": 0, "pid": 702003, "name": "python3", "memory_mb": 4096}]
+    assert parsed["idle_npus"] == [0, 1, 2, 4, 5, 6, 7]
+    npu3 = [n for n in parsed["npus"] if n["npu"] == 3][0]
+    assert npu3["hbm_used_mb"] == idle_hbm + 4096 and npu3["health"] == "OK"
+    assert "No running processes found in NPU 3" in sim.npu_smi("info", node="node1").stdout  # other node idle
+
+
+def test_npu_smi_process_fault_all_npus_and_clear(sim):
+    sim.fault("node1", "all", "process", "VLLMWorker_DP:30112")
+    parsed = _parse_info(sim.npu_smi("info").stdout)
+    assert parsed["idle_npus"] == []
+    assert [(p["npu"], p["name"], p["memory_mb"]) for p in parsed["processes"]] == [
+        (i, "VLLMWorker_DP", 30112) for i in range(8)]
+    assert len({p["pid"] for p in parsed["processes"]}) == 8
+    assert re.search(r"node1\s+all\s+process\s+VLLMWorker_DP:30112", sim.mockctl("fault", "list").stdout)
+    assert sim.hccn("-i", "0", "-link", "-g").stdout == "link status: UP\n"  # hccn_tool does not care
+    sim.mockctl("fault", "clear", "--node", "node1")
+    assert _parse_info(sim.npu_smi("info").stdout)["idle_npus"] == list(range(8))
+
+
+@pytest.mark.parametrize("value", ["", "two words", "a" * 16, "py|x", "python3:0", "python3:60001", "python3:x",
+                                   "python3:", ":100"])
+def test_process_fault_bad_values(sim, value):
+    proc = sim.mockctl("fault", "set", "--node", "node1", "--npu", "0", "--check", "process", "--value", value,
+                       check=False)
+    assert proc.returncode == 1 and "process" in proc.stderr
+    assert sim.state("node1")["faults"] == {}
+
+
+def test_process_fault_value_is_canonical(sim):
+    sim.fault("node1", 5, "process", "pt_main_thread:49207")
+    sim.fault("node1", 6, "process", "mindie_llm_back")
+    assert sim.state("node1")["faults"] == {"5": {"process": "pt_main_thread:49207"},
+                                            "6": {"process": "mindie_llm_back:4096"}}
+
+
 # --- /etc/hccn.conf rendering -------------------------------------------------------------------------------------
 def test_hccn_conf_default_mismatch_missing(sim):
     conf = sim.mockctl("hccn-conf", "--node", "node2").stdout
@@ -406,6 +467,86 @@ def test_fault_validation_and_clear(sim):
     sim.mockctl("fault", "clear")
     assert sim.state("node1")["faults"] == {} and sim.state("node1")["latency_ms"] == 50
     assert "no faults set" in sim.mockctl("fault", "list").stdout
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-0", "1.5", "30s", "+-3", "", "1000000000", "400000000"])
+def test_clock_offset_bad_values(sim, value):
+    proc = sim.mockctl("fault", "set", "--node", "node2", "--npu", "all", "--check", "clock_offset_s",
+                       f"--value={value}", check=False)
+    assert proc.returncode == 1 and "clock_offset_s" in proc.stderr
+    assert sim.state("node2")["faults"] == {}
+
+
+def test_clock_offset_bookkeeping_without_docker(sim):
+    node_only = sim.mockctl("fault", "set", "--node", "node2", "--npu", "3", "--check", "clock_offset_s", "--value",
+                            "30", check=False)
+    assert node_only.returncode == 1 and "node-wide: use --npu all" in node_only.stderr
+    res = sim.mockctl("fault", "set", "--node", "node2", "--npu", "all", "--check", "clock_offset_s", "--value", "+30")
+    assert "container not running, clock not changed" in res.stderr  # recorded; applied when the node runs
+    assert sim.state("node2")["faults"] == {"all": {"clock_offset_s": "30"}}
+    sim.mockctl("fault", "set", "--node", "node1", "--npu", "all", "--check", "clock_offset_s", "--value", "-45")
+    assert sim.state("node1")["faults"] == {"all": {"clock_offset_s": "-45"}}  # a negative number is a value
+    listing = sim.mockctl("fault", "list").stdout
+    assert re.search(r"node1\s+all\s+clock_offset_s\s+-45", listing)
+    assert re.search(r"node2\s+all\s+clock_offset_s\s+30", listing)
+    assert re.search(r"node2\s+all\s+clock_offset_s\s+30", sim.mockctl("status").stdout)
+    assert sim.npu_smi("info", node="node2").returncode == 0  # the stubs ignore it
+    sim.mockctl("fault", "clear", "--node", "node2")
+    assert sim.state("node2")["faults"] == {} and sim.state("node1")["faults"] != {}
+    sim.mockctl("fault", "clear")
+    assert "no faults set" in sim.mockctl("fault", "list").stdout
+
+
+class FakeDocker:
+    """Stands in for mockctl's docker() helper: records `docker exec` calls, answers with a chosen rc."""
+
+    def __init__(self, rc=0):
+        self.rc = rc
+        self.calls = []
+
+    def __call__(self, *args, check=True, **_kwargs):
+        self.calls.append(args)
+        rc = self.rc if args[0] == "exec" else 0
+        return subprocess.CompletedProcess(["docker", *args], rc, "", "not found" if rc else "")
+
+
+@pytest.fixture
+def fake_node(monkeypatch):
+    fake = FakeDocker()
+    monkeypatch.setattr(mockctl, "docker_available", lambda: True)
+    monkeypatch.setattr(mockctl, "container_state", lambda name: "running")
+    monkeypatch.setattr(mockctl, "docker", fake)
+    return fake
+
+
+def test_clock_offset_pushes_datefudge_into_the_node(sim, fake_node):
+    state = ["--state-dir", str(sim.state_dir)]
+    assert mockctl.main([*state, "fault", "set", "--node", "node2", "--npu", "all", "--check", "clock_offset_s",
+                         "--value", "30"]) == 0
+    (call,) = fake_node.calls
+    assert call[:4] == ("exec", "kvpool-node2", "sh", "-c")
+    assert call[-3:] == ("mockctl-clock", mockctl.DATEFUDGE_SO_IN_NODE, "-30")  # datefudge: real - DATEFUDGE
+    script = call[4]
+    assert "/etc/ld.so.preload" in script and "DATEFUDGE=$fudge" in script and "/etc/environment" in script
+    fake_node.calls.clear()
+    assert mockctl.main([*state, "fault", "set", "--node", "node2", "--npu", "1", "--check", "link",
+                         "--value", "DOWN"]) == 0
+    assert fake_node.calls == []  # other faults leave the clock alone
+    assert mockctl.main([*state, "fault", "clear", "--node", "node2"]) == 0
+    (call,) = fake_node.calls
+    assert call[-3:] == ("mockctl-clock", mockctl.DATEFUDGE_SO_IN_NODE, "")  # empty: remove preload and offset
+    fake_node.calls.clear()
+    assert mockctl.main([*state, "fault", "clear", "--node", "node2"]) == 0
+    assert fake_node.calls == []  # no clock fault, nothing to undo
+
+
+def test_clock_offset_on_a_node_without_datefudge_is_not_recorded(sim, fake_node):
+    fake_node.rc = 3  # the script's answer when the library is missing (node of an older image)
+    sim.fault("node2", 0, "link", "DOWN")
+    rc = mockctl.main(["--state-dir", str(sim.state_dir), "fault", "set", "--node", "node2", "--npu", "all",
+                       "--check", "clock_offset_s", "--value", "30"])
+    assert rc == 1
+    assert sim.state("node2")["faults"] == {"0": {"link": "DOWN"}}
 
 
 def test_latency_is_slept_first(sim):
@@ -493,6 +634,29 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
         assert "recv time out seq=0" in after.stdout and after.stderr.strip() == "Command execute failed!"
         down = ssh(mockctl.node_ip(2), "hccn_tool -i 3 -link -g; npu-smi info | head -2")
         assert "link status: DOWN" in down.stdout and "npu-smi 24.1.0.3" in down.stdout
+
+        # SIMULATED clock skew: node2's wall clock 30 s ahead for new processes, node1 untouched, then back.
+        def skew(k, command="python3 -c 'import time; print(time.time())'"):
+            t0 = time.time()
+            res = ssh(mockctl.node_ip(k), command)
+            t1 = time.time()
+            assert res.returncode == 0 and res.stderr == "", res.stderr
+            return float(res.stdout.split()[0]) - (t0 + t1) / 2
+
+        assert abs(skew(2)) < 3
+        ctl("fault", "set", "--node", "node2", "--npu", "all", "--check", "clock_offset_s", "--value", "30")
+        assert abs(skew(2) - 30) < 3 and abs(skew(2, "date +%s") - 30) < 4
+        assert abs(skew(1)) < 3
+        assert ssh(mockctl.node_ip(2), "true").returncode == 0  # sshd still fine
+        # monotonic clock, sleeps and timed waits are not skewed (libfaketime 0.9.10 broke them, see README)
+        waits = ssh(mockctl.node_ip(2), "timeout 20 python3 -c 'import threading, time; time.sleep(0.1); "
+                                        "threading.Event().wait(0.1); print(\"waits ok\")'; hccn_tool -i 0 -link -g")
+        assert (waits.returncode, waits.stdout, waits.stderr) == (0, "waits ok\nlink status: UP\n", "")
+        assert re.search(r"node2\s+all\s+clock_offset_s\s+30", ctl("status").stdout)
+        ctl("fault", "clear", "--node", "node2")
+        assert abs(skew(2)) < 3
+        clean = ssh(mockctl.node_ip(2), "ls /etc/ld.so.preload; grep -c DATEFUDGE /etc/environment")
+        assert "No such file" in clean.stderr and clean.stdout.strip() == "0"
         # Stopped containers left by another checkout (its own key) are replaced, not reused with a stale key.
         subprocess.run(["docker", "stop", "-t", "0", "kvpool-node1", "kvpool-node2"], capture_output=True, check=True)
         again = ctl("up", "--nodes", "2", state_dir=other_checkout)

@@ -59,10 +59,12 @@ class Run:
         return re.findall(r'^\[WARNING\]: (.*)$', self.stdout, re.M)
 
 
-def playbook(name, *args, extra_vars=None, check=False, inventory=None, var_files=(SIM_VARS,), timeout=900, env=None):
+def playbook(name, *args, extra_vars=None, check=False, inventory=None, var_files=(SIM_VARS,), timeout=900, env=None,
+             on_line=None):
     """Run a playbook of the repository (path relative to it) like an operator; return a Run.
 
     ``var_files`` are passed first (-e @file), then ``extra_vars``, so the test's own values win.
+    ``on_line(line, proc)`` sees every output line as it is printed (to act in the middle of a run).
     """
     tmp = Path(tempfile.mkdtemp(prefix='kvpool-inst-'))
     report = tmp / 'vllm_instances.json'
@@ -79,11 +81,29 @@ def playbook(name, *args, extra_vars=None, check=False, inventory=None, var_file
                     ANSIBLE_NOCOLOR='1')
     full_env.update(env or {})
     started = time.time()
-    proc = subprocess.run(argv, cwd=str(REPO), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout, check=False)
+    if on_line is None:
+        proc = subprocess.run(argv, cwd=str(REPO), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, timeout=timeout, check=False)
+    else:
+        proc = _streamed(argv, full_env, timeout, on_line)
     data = json.loads(report.read_text()) if report.exists() else None
     shutil.rmtree(str(tmp), ignore_errors=True)
     return Run(proc.returncode, proc.stdout, data, time.time() - started)
+
+
+def _streamed(argv, env, timeout, on_line):
+    """subprocess.run's result for a run whose lines go to ``on_line`` while it runs."""
+    lines = []
+    with subprocess.Popen(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True) as child:
+        deadline = time.time() + timeout
+        for line in child.stdout:
+            lines.append(line)
+            on_line(line, child)
+            if time.time() > deadline:
+                child.kill()
+        rc = child.wait()
+    return subprocess.CompletedProcess(argv, rc, ''.join(lines))
 
 
 def teardown(**kw):

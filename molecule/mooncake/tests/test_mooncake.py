@@ -40,7 +40,7 @@ def master_cmdline():
 
 
 def health():
-    rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:9003/health')
+    rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://172.31.250.11:9003/health')
     return out.strip()
 
 
@@ -58,8 +58,12 @@ def healthy_at_the_end():
 def test_master_is_healthy_on_node1_only():
     assert health() == '200'
     assert '--port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
-    rc, out = sh('node1', 'curl -s http://127.0.0.1:9003/metrics')
+    rc, out = sh('node1', 'curl -s http://172.31.250.11:9003/metrics')
     assert rc == 0 and 'master_' in out                      # Prometheus metrics of the real master
+    # Both servers listen on the node's own address only, not on every interface.
+    rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:9003/health')
+    assert out.strip() == '000'
+    assert '--rpc_address=172.31.250.11' in master_cmdline() and '--metrics_host=172.31.250.11' in master_cmdline()
     rc = sh('node2', 'test -e %s/mooncake_master.pid' % STATE)[0]
     assert rc != 0
 

@@ -152,7 +152,8 @@ def test_parse_master_address_rejects():
 
 
 # --- argv and fingerprint --------------------------------------------------------------------------------------------
-GUIDE = dict(port=50088, rpc_address=None, metrics_port=9003, eviction_high_watermark_ratio=0.95, eviction_ratio=0.05,
+GUIDE = dict(port=50088, rpc_address=None, metrics_port=9003, metrics_address=None,
+             eviction_high_watermark_ratio=0.95, eviction_ratio=0.05,
              max_threads=None, client_ttl=None, default_kv_lease_ttl=None, enable_ha=False, etcd_endpoints=[],
              enable_http_metadata_server=False)
 
@@ -180,8 +181,14 @@ def test_every_flag_in_a_stable_order():
 
 
 def test_off_switches_and_blank_address_are_left_out():
-    argv = argv_of(rpc_address='  ', etcd_endpoints=['e1:2379'])  # endpoints without HA are not passed
+    argv = argv_of(rpc_address='  ', metrics_address='', etcd_endpoints=['e1:2379'])  # no endpoints without HA
     assert argv == argv_of()
+
+
+def test_metrics_address_is_metrics_host_after_the_port():
+    argv = argv_of(rpc_address='10.0.0.5', metrics_address='10.0.0.5')
+    assert argv[1:5] == ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003', '--metrics_host=10.0.0.5']
+    assert mc.fingerprint(argv) != mc.fingerprint(argv_of(rpc_address='10.0.0.5'))
 
 
 @pytest.mark.parametrize('value,text', [(0.95, '0.95'), (1.0, '1'), (0.0, '0'), (0.1 + 0.2, '0.3'), (True, 'true'),
@@ -238,6 +245,16 @@ def test_tail_lines():
     assert mc.tail_lines(MASTER_LOG.encode(), 1) == '*** Check failure stack trace: ***'
     assert mc.tail_lines('', 5) == '' and mc.tail_lines(None, 5) == ''
     assert len(mc.tail_lines('x' * 10000, 5, max_chars=100)) == 100
+
+
+def test_unknown_flag_hint():
+    log = "WARNING: Logging before InitGoogleLogging() is written to STDERR\nERROR: unknown command line flag " \
+          "'metrics_host'\n"
+    assert mc.log_errors(log) == ["ERROR: unknown command line flag 'metrics_host'"]
+    assert 'mooncake_master_metrics_address: ""' in mc.unknown_flag_hint(log)
+    assert mc.unknown_flag_hint(log.encode()) == mc.unknown_flag_hint(log)
+    assert mc.unknown_flag_hint("ERROR: unknown command line flag 'no_such_flag'") is None
+    assert mc.unknown_flag_hint(MASTER_LOG) is None and mc.unknown_flag_hint(None) is None
 
 
 def test_log_errors_and_excerpt():

@@ -176,6 +176,30 @@ def test_http_status_ignores_proxies(monkeypatch):
         srv.server_close()
 
 
+def test_http_status_sends_extra_headers():
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.headers.get('Authorization') == 'Bearer k1'
+            self.send_response(200 if ok else 401)
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = 'http://127.0.0.1:%d/v1/models' % srv.server_address[1]
+    try:
+        assert _proc.http_status(url)[0] == 401
+        assert _proc.http_status(url, headers={'Authorization': 'Bearer k1'})[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_http_status_error_and_nothing():
     srv = _http_server(503)
     port = srv.server_address[1]
@@ -208,6 +232,31 @@ def test_start_detached_running_and_stop(host, tmp_path):
         how = host.stop(pid, timeout=5, interval=0.05, pid_file=pid_file)
     assert how == 'term'
     assert not host.pid_alive(pid) and host.read_pid(pid_file) is None
+
+
+def test_secret_env_is_inherited_never_in_a_command_line(host, tmp_path, monkeypatch):
+    seen = []
+    original = host.module.run_command
+
+    def recording(args, **kwargs):
+        seen.append((list(args), dict(kwargs.get('environ_update') or {})))
+        return original(args, **kwargs)
+
+    monkeypatch.setattr(host.module, 'run_command', recording)
+    pid_file, log_file = str(tmp_path / 'p.pid'), str(tmp_path / 'p.log')
+    argv = [sys.executable, '-c', 'import time; time.sleep(60)']
+    pid = host.start(argv, pid_file, log_file, env={'KVPOOL_T': '1'}, secret_env={'KVPOOL_SECRET': 's3cr3t'})
+    try:
+        assert _proc.wait_until([('exec', lambda: host.running_pid(pid_file, argv) == pid)], 10, 0.02)['ready']
+        with open('/proc/%d/environ' % pid, 'rb') as fh:
+            environ = fh.read().split(b'\0')
+        assert b'KVPOOL_SECRET=s3cr3t' in environ and b'KVPOOL_T=1' in environ
+        with open('/proc/%d/cmdline' % pid, 'rb') as fh:
+            assert b's3cr3t' not in fh.read()
+        (launch, environ_update), = seen
+        assert not [a for a in launch if 's3cr3t' in a] and environ_update['KVPOOL_SECRET'] == 's3cr3t'
+    finally:
+        host.stop(pid, timeout=5, interval=0.05, pid_file=pid_file)
 
 
 def test_stop_kills_what_ignores_term(host, tmp_path):
@@ -300,6 +349,19 @@ def test_container_commands_go_through_docker_exec():
     assert kwargs['environ_update'] == {'LANG': 'C', 'LC_ALL': 'C'}
     assert kwargs['expand_user_and_vars'] is False
     assert rec.calls[0][0] == ['/usr/bin/docker', 'exec', '-i', 'vllm-ascend', 'mkdir', '-p', '/var/lib/x']
+
+
+def test_container_secret_env_goes_by_name():
+    rec = Recorder([(0, '', ''), (0, '4242\n', '')])
+    target = _proc.ProcessTarget(rec, 'vllm-ascend', docker='/usr/bin/docker')
+    assert target.start(['vllm', 'serve', 'm'], '/x/p.pid', '/x/p.log', env={'A': '1'},
+                        secret_env={'VLLM_API_KEY': 's3cr3t'}) == 4242
+    argv, kwargs = rec.calls[-1]
+    # docker exec -e NAME takes the value from docker's own environment: the key is never in an argv.
+    assert argv[:6] == ['/usr/bin/docker', 'exec', '-i', '-e', 'VLLM_API_KEY', 'vllm-ascend']
+    assert not [a for a in argv if 's3cr3t' in a] and 'A=1' in argv
+    assert kwargs['environ_update'] == {'LANG': 'C', 'LC_ALL': 'C', 'VLLM_API_KEY': 's3cr3t'}
+    assert rec.calls[0][0] == ['/usr/bin/docker', 'exec', '-i', 'vllm-ascend', 'mkdir', '-p', '/x']
 
 
 def test_container_signal_and_proc_info():

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 
@@ -191,12 +192,14 @@ def test_user_buffer_pool_and_environment_where_read():
     ({'python_hash_seed': ''}, 'PYTHONHASHSEED is empty'),
     ({'extra_env': {'ASCEND_RT_VISIBLE_DEVICES': '0'}}, 'devices list'),
     ({'extra_env': {'BAD-NAME': 'x'}}, 'not valid'),
+    ({'extra_env': {'VLLM_API_KEY': 'sekret'}}, 'vllm_instance_api_key'),
 ])
 def test_environment_errors(kwargs, needle):
     args = dict(devices=[0], mooncake_config_path='/m.json', python_hash_seed='0')
     args.update(kwargs)
     env, warnings, errors = _vllm.render_env(_vllm.version_profile('v0.22.1rc1'), **args)
     assert len(errors) == 1 and needle in errors[0]
+    assert 'VLLM_API_KEY' not in env and 'sekret' not in json.dumps([env, errors])
 
 
 # --- argv, fingerprint, diff text ---------------------------------------------------------------------------------
@@ -240,6 +243,60 @@ def test_settings_text_one_flag_per_line():
     assert text == ('vllm serve m\n  --port 8002\n  --enforce-eager\n  --kv-transfer-config {"a": 2, "b": 1}\n'
                     '  env PYTHONHASHSEED=0\n  env LD_LIBRARY_PATH=/x:/y:$LD_LIBRARY_PATH\n')
     assert _vllm.settings_text(None) == ''
+
+
+# --- API key: only a salted digest is recorded and shown ----------------------------------------------------------
+
+def test_api_key_digest_is_salted():
+    digest = _vllm.api_key_digest('sekret', 'salt1')
+    assert len(digest) == 64 and digest == _vllm.api_key_digest('sekret', 'salt1')
+    assert digest != _vllm.api_key_digest('sekret', 'salt2') != _vllm.api_key_digest('other', 'salt1')
+    assert digest != hashlib.sha256(b'sekret').hexdigest()  # not the plain hash of the key
+
+
+def test_fingerprint_and_diff_text_carry_the_digest_not_the_key():
+    argv = ['vllm', 'serve', 'm', '--port', '8002']
+    plain = _vllm.fingerprint(argv, {'A': '1'})
+    # Without a key the fingerprint is what it always was (no restart of keyless instances on upgrade).
+    assert plain == hashlib.sha256(json.dumps({'argv': argv, 'env': {'A': '1'}, 'path_prepend': {}},
+                                              sort_keys=True).encode()).hexdigest()
+    one, two = _vllm.api_key_digest('key-1', 's'), _vllm.api_key_digest('key-2', 's')
+    assert len(set([plain, _vllm.fingerprint(argv, {'A': '1'}, None, one),
+                    _vllm.fingerprint(argv, {'A': '1'}, None, two)])) == 3
+    text = _vllm.settings_text(argv, {'A': '1'}, None, one)
+    assert '  env VLLM_API_KEY=<secret, salted sha256 %s...>\n' % one[:12] in text and 'key-1' not in text
+    assert text != _vllm.settings_text(argv, {'A': '1'}, None, two)
+    assert 'VLLM_API_KEY' not in _vllm.settings_text(argv, {'A': '1'})
+
+
+@pytest.mark.parametrize('env, extra_args, found', [
+    ({}, [], []),
+    ({'VLLM_API_KEY': 'x'}, [], ['VLLM_API_KEY in the environment']),
+    ({}, ['--api-key', 'x'], ['--api-key in the arguments']),
+    ({}, ['--api-key=x'], ['--api-key in the arguments']),
+    ({}, ['--api-keys-file', 'x'], []),
+])
+def test_forbidden_key_settings(env, extra_args, found):
+    assert _vllm.forbidden_key_settings(env, extra_args) == found
+
+
+@pytest.mark.parametrize('args, kept', [
+    (['--seed', '0'], ['--seed', '0']),
+    (['--api-key', 'k1', '--seed', '0'], ['--seed', '0']),
+    (['--api-key', 'k1', 'k2'], []),
+    (['--enforce-eager', '--api-key=k1'], ['--enforce-eager']),
+])
+def test_drop_api_key_args(args, kept):
+    assert _vllm.drop_api_key_args(args) == (kept, kept != args)
+
+
+def test_plan_refuses_a_key_in_the_environment_or_the_arguments_and_keeps_it_out():
+    p = plan([{'devices': [0], 'port': 8002, 'environment': {'VLLM_API_KEY': 'sekret-1'},
+               'extra_args': ['--api-key', 'sekret-2']}], extra_args=['--api-key=sekret-3', '--seed', '0'])
+    assert len(p['errors']) == 2 and all('vllm_instance_api_key' in e for e in p['errors'])
+    (inst,) = p['instances']
+    assert inst['extra_args'] == ['--seed', '0'] and 'VLLM_API_KEY' not in inst['env']
+    assert 'sekret' not in json.dumps(p)  # the plan is a fact: shown with -v
 
 
 # --- health answers and process identity ---------------------------------------------------------------------

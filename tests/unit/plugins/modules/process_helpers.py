@@ -9,12 +9,14 @@ __metaclass__ = type
 
 import socket
 
-# `docker exec -i NAME argv...` runs argv here; `docker inspect` says the container runs ("gone" does not exist).
+# `docker exec -i [-e VAR]... NAME argv...` runs argv here (a `-e VAR` without a value is taken from this process's
+# environment, as docker does, so argv inherits it); `docker inspect` says the container runs ("gone" does not
+# exist). Every call is logged with its arguments.
 FAKE_DOCKER = r'''#!/bin/sh
 echo "$*" >> "%(log)s"
 case "$1" in
   inspect) [ "$4" = "gone" ] && { echo "Error: No such object: $4" >&2; exit 1; }; echo true ;;
-  exec) shift 3; exec "$@" ;;
+  exec) shift 2; while [ "$1" = "-e" ]; do shift 2; done; shift; exec "$@" ;;
 esac
 '''
 

@@ -151,3 +151,31 @@ def test_pythonhashseed_mismatch_loses_cross_node_hits_and_is_flagged(other_seed
     flagged = [f for f in report['findings'] if f['check'] == 'step3_cross_node_hits']
     assert flagged and 'PYTHONHASHSEED mismatch or pool not shared' in flagged[0]['message']
     assert any('PYTHONHASHSEED mismatch or pool not shared' in line for line in report['summary'])
+
+
+FAKE_AIS_BENCH = '''#!/bin/sh
+echo "ais_bench (stand-in): no results" >&2
+exit 3
+'''
+
+
+def test_aisbench_config_with_the_api_key_is_private(capsys, tmp_path):
+    # The instance is never asked (model and word counting given); the stand-in ais_bench fails after the config
+    # is rendered, which is what matters here: where the key went.
+    fake = tmp_path / 'ais_bench'
+    fake.write_text(FAKE_AIS_BENCH)
+    fake.chmod(0o755)
+    key = 'sk-kvpool-aisbench-unit-key'
+    res = run(capsys, name='step1', url='http://127.0.0.1:%d' % closed_port(), dataset_seed=1, model='qwen',
+              tokenize='words', tool='aisbench', aisbench_command=str(fake), aisbench_work_dir=str(tmp_path / 'w'),
+              api_key=key, num_requests=2, input_tokens=16)
+    assert res['failed'] and 'ais_bench failed (rc 3)' in res['msg']
+    assert key not in json.dumps(res)
+    config = res['aisbench']['config']
+    with open(config) as fh:
+        assert 'api_key="%s"' % key in fh.read()
+    assert os.stat(config).st_mode & 0o777 == 0o600
+    assert os.stat(res['aisbench']['work_dir']).st_mode & 0o777 == 0o700
+    holding = [os.path.join(d, f) for d, dummy, files in os.walk(str(tmp_path / 'w')) for f in files
+               if key in open(os.path.join(d, f), errors='replace').read()]
+    assert holding == [config]

@@ -32,7 +32,9 @@ import os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 KNOWN = {"port", "rpc_port", "metrics_port", "eviction_high_watermark_ratio", "eviction_ratio", "max_threads",
          "client_ttl", "default_kv_lease_ttl", "enable_ha", "etcd_endpoints", "enable_http_metadata_server",
-         "rpc_address"}
+         "rpc_address", "metrics_host"}
+if os.environ.get("FAKE_NO_METRICS_HOST"):  # a release older than the flag
+    KNOWN.discard("metrics_host")
 flags = {}
 for arg in sys.argv[1:]:
     name, _, value = arg.lstrip("-").partition("=")
@@ -56,12 +58,13 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a):
         pass
-srv = HTTPServer(("127.0.0.1", int(flags.get("metrics_port", "9003"))), H)
+# Each server binds its address (the real default of both is 0.0.0.0; loopback keeps the test private).
+srv = HTTPServer((flags.get("metrics_host", "127.0.0.1"), int(flags.get("metrics_port", "9003"))), H)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 time.sleep(0.15)  # the real master logs "started" before it binds the RPC port
 rpc = socket.socket()
 rpc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-rpc.bind(("127.0.0.1", int(flags["port"])))
+rpc.bind((flags.get("rpc_address", "127.0.0.1"), int(flags["port"])))
 rpc.listen(16)
 while True:
     conn, _ = rpc.accept()
@@ -183,6 +186,36 @@ def test_stop_and_stop_again(env, capsys):
     assert _proc.wait_until([('gone', lambda: not alive(first['pid']))], 5, 0.02)['ready']
     again = run(env, capsys, state='stopped')
     assert not again['changed'] and again['action'] == 'none'
+
+
+def test_listens_where_it_is_told_and_is_polled_there(env, capsys):
+    # Two loopback addresses other than 127.0.0.1: the polls reach the master only at its own addresses.
+    res = run(env, capsys, rpc_address='127.0.0.2', metrics_address='127.0.0.3')
+    assert res['changed'] and res['action'] == 'started' and res['health'] == '{"status":"ok"}', res.get('msg')
+    assert res['argv'][1:4] == ['--port=%d' % env['ports']['port'], '--rpc_address=127.0.0.2',
+                                '--metrics_port=%d' % env['ports']['metrics_port']]
+    assert res['argv'][4] == '--metrics_host=127.0.0.3'
+    assert res['endpoints'] == {
+        'rpc': '127.0.0.2:%d' % env['ports']['port'],
+        'metrics': 'http://127.0.0.3:%d/metrics' % env['ports']['metrics_port'],
+        'health': 'http://127.0.0.3:%d/health' % env['ports']['metrics_port']}
+    assert not _proc.tcp_open('127.0.0.1', env['ports']['port'], timeout=0.3)
+    assert not _proc.tcp_open('127.0.0.1', env['ports']['metrics_port'], timeout=0.3)
+    again = run(env, capsys, rpc_address='127.0.0.2', metrics_address='127.0.0.3')
+    assert not again['changed'] and again['health'] == '{"status":"ok"}'
+    # Without metrics_address the health endpoint is polled at the RPC address.
+    moved = run(env, capsys, rpc_address='127.0.0.2', metrics_address='', diff=True)
+    assert moved['changed'] and moved['endpoints']['health'] == 'http://127.0.0.2:%d/health' % \
+        env['ports']['metrics_port'], moved.get('msg')
+    assert '--metrics_host=127.0.0.3' in moved['diff']['before'] and 'metrics_host' not in moved['diff']['after']
+
+
+def test_a_release_without_metrics_host_names_the_fix(env, capsys, monkeypatch):
+    monkeypatch.setenv('FAKE_NO_METRICS_HOST', '1')
+    res = run(env, capsys, metrics_address='127.0.0.1')
+    assert res['failed'] and "(error: ERROR: unknown command line flag 'metrics_host')" in res['msg']
+    assert 'mooncake_master_metrics_address: ""' in res['msg']
+    assert run(env, capsys)['action'] == 'started'  # unset: the flag is not written
 
 
 def test_failed_start_returns_the_log_tail(env, capsys):

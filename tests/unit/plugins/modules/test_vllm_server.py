@@ -21,6 +21,7 @@ import socket
 import sys
 
 import pytest
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc, _vllm
@@ -53,10 +54,13 @@ if os.environ.get("FAKE_HUNG_CHILD") and os.fork() == 0:
 time.sleep(float(os.environ.get("FAKE_LOAD", "0.3")))
 name = opts.get("served-model-name") or opts["model"]
 listed = [] if os.environ.get("FAKE_NO_MODEL") else [{"id": name, "object": "model"}]
+key = opts.get("api-key") or os.environ.get("VLLM_API_KEY")  # as vLLM: guards /v1/* only
 class H(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/health":
             code, body = int(os.environ.get("FAKE_HEALTH", "200")), b""
+        elif key and self.path.startswith("/v1/") and self.headers.get("Authorization") != "Bearer " + key:
+            code, body = 401, b'{"error": "Unauthorized"}'
         elif self.path == "/v1/models":
             code, body = 200, json.dumps({"object": "list", "data": listed}).encode()
         else:
@@ -335,3 +339,136 @@ def test_pid_reuse_is_not_mistaken_for_the_instance(ctx, capsys):
     res = run(ctx, capsys, state='stopped')
     assert not res['changed'] and alive(first['pid'])  # someone else's process is never signalled
     os.killpg(first['pid'], signal.SIGKILL)
+
+
+# --- the API key ------------------------------------------------------------------------------------------------------
+KEY = 'sk-kvpool-Ab3dE5-unit-test-key'
+OTHER_KEY = 'sk-kvpool-Zy9xW8-another-key'
+
+
+@pytest.fixture
+def commands(monkeypatch):
+    """Every command line the module runs (the launch included), as given to run_command."""
+    seen = []
+    original = AnsibleModule.run_command
+
+    def recording(self, args, *a, **kw):
+        seen.append([str(x) for x in args])
+        return original(self, args, *a, **kw)
+
+    monkeypatch.setattr(AnsibleModule, 'run_command', recording)
+    return seen
+
+
+def environ_of(pid):
+    with open('/proc/%d/environ' % pid, 'rb') as fh:
+        return dict(item.decode().partition('=')[::2] for item in fh.read().split(b'\0') if item)
+
+
+def cmdline_of(pid):
+    with open('/proc/%d/cmdline' % pid, 'rb') as fh:
+        return fh.read().decode()
+
+
+def files_under(path):
+    for root, _dirs, names in os.walk(path):
+        for name in names:
+            yield os.path.join(root, name)
+
+
+def test_api_key_goes_to_the_environment_never_to_a_command_line_file_or_output(ctx, capsys, commands):
+    res = run(ctx, capsys, api_key=KEY)
+    assert res['changed'] and res['health'] == 'healthy' and res['models'] == ['qwen'], res.get('msg')
+    # The instance requires the key on /v1 (so the health gate sent it); /health stays open.
+    assert _proc.http_status(res['endpoint'] + '/v1/models')[0] == 401
+    assert _proc.http_status(res['endpoint'] + '/v1/models', headers={'Authorization': 'Bearer ' + KEY})[0] == 200
+    assert _proc.http_status(res['endpoint'] + '/health')[0] == 200
+    # The process has it in its environment (readable by its owner and root only), not in its command line.
+    assert environ_of(res['pid'])['VLLM_API_KEY'] == KEY
+    assert KEY not in cmdline_of(res['pid'])
+    # No command the module ran (the launch through sh and setsid included) carried it.
+    assert commands and not [c for c in commands if any(KEY in part for part in c)]
+    # Not in the result, the returned env or argv.
+    assert KEY not in json.dumps(res) and 'VLLM_API_KEY' not in res['env']
+    assert res['invocation']['module_args']['api_key'] == 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'
+    # Not in any file of the instance: the settings file holds a salted digest (and is 0600 in any case).
+    written = list(files_under(ctx['state_dir']))
+    assert written and not [f for f in written if KEY.encode() in open(f, 'rb').read()]
+    rec = settings(ctx)
+    assert rec['api_key_sha256'] == _vllm.api_key_digest(KEY, rec['api_key_salt'])
+    assert len(rec['api_key_salt']) == 32 and 'VLLM_API_KEY' not in rec['env']
+    path = os.path.join(ctx['state_dir'], 'qwen-a', 'settings.json')
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_same_key_is_ok_a_new_key_restarts_and_no_key_restarts(ctx, capsys):
+    first = run(ctx, capsys, api_key=KEY)
+    salt = settings(ctx)['api_key_salt']
+    again = run(ctx, capsys, api_key=KEY)
+    assert not again['changed'] and again['action'] == 'none' and again['pid'] == first['pid']
+    assert again['health'] == 'healthy' and again['fingerprint'] == first['fingerprint']
+    # The fingerprint (shown in the output) is salted too: it cannot be recomputed from a guessed key.
+    assert first['fingerprint'] != _vllm.fingerprint(first['argv'], first['env'], {},
+                                                     _vllm.api_key_digest(KEY, ''))
+    checked = run(ctx, capsys, check=True, diff=True, api_key=OTHER_KEY)
+    assert checked['changed'] and checked['action'] == 'restarted' and checked['reason'] == 'settings changed'
+    before, after = checked['diff']['before'], checked['diff']['after']
+    assert 'env VLLM_API_KEY=<secret, salted sha256 ' in before and 'env VLLM_API_KEY=<secret' in after
+    assert before != after and KEY not in json.dumps(checked) and OTHER_KEY not in json.dumps(checked)
+    assert alive(first['pid']) and environ_of(first['pid'])['VLLM_API_KEY'] == KEY  # check mode changed nothing
+    new = run(ctx, capsys, diff=True, api_key=OTHER_KEY)
+    assert new['changed'] and new['action'] == 'restarted' and new['pid'] != first['pid'], new.get('msg')
+    assert new['health'] == 'healthy' and environ_of(new['pid'])['VLLM_API_KEY'] == OTHER_KEY
+    assert not alive(first['pid']) and settings(ctx)['api_key_salt'] == salt
+    assert not run(ctx, capsys, api_key=OTHER_KEY)['changed']
+    # Dropping the key restarts the instance without one; the digest goes from the settings file.
+    open_again = run(ctx, capsys, diff=True)
+    assert open_again['changed'] and open_again['action'] == 'restarted', open_again.get('msg')
+    assert 'VLLM_API_KEY' in open_again['diff']['before'] and 'VLLM_API_KEY' not in open_again['diff']['after']
+    assert 'VLLM_API_KEY' not in environ_of(open_again['pid']) and 'api_key_sha256' not in settings(ctx)
+    assert _proc.http_status(open_again['endpoint'] + '/v1/models')[0] == 200
+    assert not run(ctx, capsys)['changed']
+
+
+def test_wait_false_then_wait_with_a_key_picks_up_the_launch(ctx, capsys):
+    launched = run(ctx, capsys, wait=False, api_key=KEY)
+    assert launched['changed'] and launched['health'] == 'starting'
+    waited = run(ctx, capsys, api_key=KEY)
+    assert not waited['changed'] and waited['pid'] == launched['pid'] and waited['health'] == 'healthy'
+
+
+def test_api_key_in_a_container_is_passed_by_name(ctx, capsys):
+    res = run(ctx, capsys, container='vllm-ascend', api_key=KEY)
+    assert res['health'] == 'healthy', res.get('msg')
+    assert environ_of(res['pid'])['VLLM_API_KEY'] == KEY
+    with open(str(ctx['tmp'] / 'docker.log')) as fh:
+        calls = fh.read()
+    # `docker exec -e VLLM_API_KEY` takes the value from docker's environment: never on docker's command line.
+    assert 'exec -i -e VLLM_API_KEY vllm-ascend sh -c' in calls and KEY not in calls
+    assert not run(ctx, capsys, container='vllm-ascend', api_key=KEY)['changed']
+    assert run(ctx, capsys, container='vllm-ascend', state='stopped')['changed']
+
+
+@pytest.mark.parametrize('args, needle', [
+    ({'env': {'VLLM_API_KEY': KEY}}, 'VLLM_API_KEY in the environment'),
+    ({'extra_args': ['--api-key', KEY]}, '--api-key in the arguments'),
+])
+def test_a_key_outside_api_key_is_refused(ctx, capsys, args, needle):
+    res = run(ctx, capsys, **args)
+    assert res['failed'] and needle in res['msg'] and 'set the API key with api_key' in res['msg']
+    assert not os.path.exists(os.path.join(ctx['state_dir'], 'qwen-a'))
+
+
+def test_api_key_is_a_no_log_option(monkeypatch):
+    specs = {}
+
+    class Capture(AnsibleModule):
+        def __init__(self, *a, **kw):
+            specs.update(kw['argument_spec'])
+            raise SystemExit(0)
+
+    monkeypatch.setattr(vllm_server, 'AnsibleModule', Capture)
+    with pytest.raises(SystemExit):
+        vllm_server.main()
+    assert specs['api_key'] == {'type': 'str', 'no_log': True}
+    assert 'api_key:' in vllm_server.DOCUMENTATION

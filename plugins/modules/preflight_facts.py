@@ -1,0 +1,310 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: preflight_facts
+short_description: Read what the KV pool pre-flight checks need from a node in one round trip
+version_added: 0.2.0
+description:
+  - Reads the node's memory (C(/proc/meminfo)), who listens on the given TCP ports (C(/proc/net/tcp),
+    C(/proc/net/tcp6) and the owning process's command line), the given model directories, whether TCP
+    connections to the given C(host:port) targets succeed, the container runtime and images, and the
+    node's wall clock.
+  - The action plugin of the same name brackets the module with the controller's clock, so the result
+    carries the node's clock offset and its uncertainty (half the round trip).
+  - All probes run concurrently; the module reads only and changes nothing on the node.
+  - The judgement (what is a finding, and its fix) is the filter M(ascend.kvpool.preflight_findings)'s.
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads, so it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is nothing to diff.
+  idempotent:
+    support: full
+    description: Reads only.
+options:
+  ports:
+    description: TCP ports to report the listener of (any local address, IPv4 and IPv6).
+    type: list
+    elements: int
+    default: []
+  paths:
+    description:
+      - Model directories to inspect; each is reported with C(exists), C(is_dir), C(config) (a
+        C(config.json) is in it) and, when I(path_sizes=true), the total size of its files.
+    type: list
+    elements: path
+    default: []
+  path_sizes:
+    description: Sum the sizes of the files under each of I(paths) (stat only, no reading).
+    type: bool
+    default: true
+  connect:
+    description: C(host:port) targets (C([v6]:port) for IPv6) to open a TCP connection to.
+    type: list
+    elements: str
+    default: []
+  connect_timeout:
+    description: Seconds to wait for each TCP connection.
+    type: float
+    default: 3.0
+  container_runtime:
+    description: Container CLI to look for (on C(PATH)); I(images) are inspected with it.
+    type: str
+    default: docker
+  images:
+    description: Images that must be present locally (C(<runtime> image inspect)).
+    type: list
+    elements: str
+    default: []
+seealso:
+  - module: ascend.kvpool.npu_smi_facts
+"""
+
+EXAMPLES = r"""
+- name: Read memory, listeners, the model and the master's reachability
+  ascend.kvpool.preflight_facts:
+    ports: [8002, 50088, 9003]
+    paths: [/root/.cache/Qwen2.5-72B-Instruct]
+    connect: ["90.90.100.188:50088"]
+  register: facts
+
+- name: Show who holds port 8002
+  ansible.builtin.debug:
+    msg: "{{ facts.ports['8002'] }}"
+"""
+
+RETURN = r"""
+hostname:
+  description: The node's host name.
+  returned: always
+  type: str
+memory:
+  description: C(/proc/meminfo) values in bytes.
+  returned: always
+  type: dict
+  sample: {MemTotal: 1622512926720, MemAvailable: 1580000000000}
+epoch:
+  description: The node's wall clock (seconds since the epoch) when the module started its probes.
+  returned: always
+  type: float
+probe_s:
+  description: Seconds the probes took after C(epoch) was read (the action plugin takes them out of the round trip).
+  returned: always
+  type: float
+clock:
+  description:
+    - Added by the action plugin. C(offset_s) is the node's clock minus the controller's at the same instant,
+      give or take C(uncertainty_s).
+  returned: always
+  type: dict
+  sample: {offset_s: 0.012, uncertainty_s: 0.15}
+ports:
+  description:
+    - Per port (as a string key), C(listening) and, when something listens, C(address), C(pid) and C(cmdline)
+      of the owner (C(pid) is null when the owner cannot be read, e.g. without root).
+  returned: always
+  type: dict
+  sample:
+    "8002": {listening: true, address: "90.90.100.188", pid: 4242, cmdline: [python3, /usr/local/bin/vllm, serve]}
+paths:
+  description: Per path, C(exists), C(is_dir), C(config) and C(size_bytes) (null unless summed).
+  returned: always
+  type: dict
+connect:
+  description: Per target, C(ok), C(error) (empty when it connected) and C(ms).
+  returned: always
+  type: dict
+  sample: {"90.90.100.188:50088": {ok: false, error: "[Errno 111] Connection refused", ms: 0.4}}
+container:
+  description:
+    - C(runtime) (the path of I(container_runtime), or null when it is not on C(PATH)) and C(images) (name to
+      presence; null when the runtime is absent), empty when I(images) is not given.
+  returned: always
+  type: dict
+"""
+
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
+
+
+def read_text(path):
+    try:
+        with open(path, 'r') as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ''
+
+
+def socket_owners(inodes):
+    """{inode: pid} for the wanted socket inodes (scans /proc/<pid>/fd; unreadable pids are skipped)."""
+    owners = {}
+    if not inodes:
+        return owners
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        fd_dir = '/proc/%s/fd' % entry
+        try:
+            fds = os.listdir(fd_dir)
+        except (IOError, OSError):
+            continue
+        for fd in fds:
+            try:
+                inode = _preflight.socket_inode(os.readlink('%s/%s' % (fd_dir, fd)))
+            except (IOError, OSError):
+                continue
+            if inode in inodes and inode not in owners:
+                owners[inode] = int(entry)
+        if len(owners) == len(inodes):
+            break
+    return owners
+
+
+def port_listeners(ports):
+    listening = _preflight.parse_net_tcp(read_text('/proc/net/tcp')) + \
+        _preflight.parse_net_tcp(read_text('/proc/net/tcp6'))
+    wanted = [s for s in listening if s['port'] in ports]
+    owners = socket_owners(set(s['inode'] for s in wanted if s['inode']))
+    out = {}
+    for port in ports:
+        socks = [s for s in wanted if s['port'] == port]
+        if not socks:
+            out[str(port)] = {'listening': False}
+            continue
+        sock = next((s for s in socks if owners.get(s['inode'])), socks[0])
+        pid = owners.get(sock['inode'])
+        cmdline = None
+        if pid:
+            raw = read_text('/proc/%d/cmdline' % pid)
+            cmdline = [a for a in raw.split('\0') if a] or None
+        out[str(port)] = {'listening': True, 'address': sock['address'], 'pid': pid, 'cmdline': cmdline,
+                          'addresses': sorted(set(s['address'] for s in socks))}
+    return out
+
+
+def inspect_path(path, sizes):
+    info = {'exists': os.path.exists(path), 'is_dir': os.path.isdir(path), 'config': False, 'size_bytes': None,
+            'files': None}
+    if info['is_dir']:
+        info['config'] = os.path.isfile(os.path.join(path, 'config.json'))
+        if sizes:
+            total, count = 0, 0
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in files:
+                    try:
+                        total += os.stat(os.path.join(root, name)).st_size
+                        count += 1
+                    except OSError:
+                        continue
+            info['size_bytes'], info['files'] = total, count
+    return info
+
+
+def split_target(target):
+    """'host:port' or '[v6]:port' -> (host, port); ValueError when malformed."""
+    host, sep, port = target.rpartition(':')
+    # getaddrinfo wraps a port over 65535 (70000 -> 4464), so an out-of-range port would probe another port.
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(target)
+    return host.strip('[]'), int(port)
+
+
+def try_connect(target, timeout):
+    t0 = time.time()
+    try:
+        host, port = split_target(target)
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.close()
+        error = ''
+    except ValueError:
+        error = 'not host:port'
+    except (socket.error, OSError) as exc:
+        error = str(exc) or exc.__class__.__name__
+    return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
+
+
+def container_facts(module, runtime, images):
+    # The runtime is always looked up: a null runtime must mean "not on PATH", never "not looked for".
+    path = module.get_bin_path(runtime)
+    if not images:
+        return {'runtime': path, 'images': {}}
+    if not path:
+        return {'runtime': None, 'images': dict((i, None) for i in images)}
+    present = {}
+    for image in images:
+        rc = execute([path, 'image', 'inspect', '--format', '{{.Id}}', image], timeout=60)[0]
+        present[image] = rc == 0
+    return {'runtime': path, 'images': present}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            ports=dict(type='list', elements='int', default=[]),
+            paths=dict(type='list', elements='path', default=[]),
+            path_sizes=dict(type='bool', default=True),
+            connect=dict(type='list', elements='str', default=[]),
+            connect_timeout=dict(type='float', default=3.0),
+            container_runtime=dict(type='str', default='docker'),
+            images=dict(type='list', elements='str', default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    bad = [port for port in p['ports'] if not 1 <= port <= 65535]
+    if bad:
+        module.fail_json(msg='ports must be TCP ports 1-65535, got %s' % bad)
+    bad = [t for t in p['connect'] if not _valid_target(t)]
+    if bad:
+        module.fail_json(msg='connect targets must be host:port (or [v6]:port), got %s' % bad)
+    epoch = time.time()
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=4 + len(p['connect'])) as pool:
+        ports = pool.submit(port_listeners, sorted(set(p['ports'])))
+        paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
+        connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
+        container = pool.submit(container_facts, module, p['container_runtime'], p['images'])
+        result = dict(
+            changed=False,
+            hostname=socket.gethostname(),
+            memory=_preflight.parse_meminfo(read_text('/proc/meminfo')),
+            epoch=epoch,
+            ports=ports.result(),
+            paths=dict((path, f.result()) for path, f in paths),
+            connect=dict((t, f.result()) for t, f in connects),
+            container=container.result(),
+        )
+    result['probe_s'] = round(time.monotonic() - started, 4)
+    module.exit_json(**result)
+
+
+def _valid_target(target):
+    try:
+        split_target(target)
+    except ValueError:
+        return False
+    return True
+
+
+if __name__ == '__main__':
+    main()

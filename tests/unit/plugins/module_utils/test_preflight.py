@@ -1,0 +1,165 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for plugins/module_utils/_preflight.py over recorded /proc/meminfo and /proc/net/tcp{,6}.
+
+fixtures/preflight/ holds real files of a Linux kernel (a container running mooncake_master on 50088/9003, a
+vllm stand-in on 172.31.250.11:8002, sshd on 22); the expected addresses below are decoded by hand.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import os
+
+import pytest
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
+    TCP_LISTEN,
+    parse_meminfo,
+    parse_net_tcp,
+    socket_inode,
+    wildcard,
+)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import FIXTURES_DIR
+
+KIB = 1024
+
+
+def recorded(name):
+    with io.open(os.path.join(FIXTURES_DIR, 'preflight', name), 'r', encoding='utf-8', newline='') as handle:
+        return handle.read()
+
+
+HEADER6 = ('  sl  local_address                         remote_address                        st tx_queue rx_queue tr '
+           'tm->when retrnsmt   uid  timeout inode\n')
+
+
+def row6(sl, local, port, state='0A', uid=0, inode=1000):
+    """One /proc/net/tcp6 row as the kernel prints it (remote all zeros)."""
+    return ('  %2d: %s:%s %s:0000 %s 00000000:00000000 00:00000000 00000000 %5d        0 %d 1 0000000000000000 100 '
+            '0 0 10 0\n' % (sl, local, port, '0' * 32, state, uid, inode))
+
+
+# Hand-made /proc/net/tcp6 (the recording has only the :: wildcard). Each address is four 32-bit words, each
+# printed little-endian: ::ffff:172.31.250.11 is 0000:0000 0000:0000 0000:ffff ac1f:fa0b on the wire, so the
+# words print as 00000000 00000000 FFFF0000 0BFA1FAC.
+HAND_MADE_TCP6 = HEADER6 + ''.join([
+    row6(0, '0000000000000000FFFF00000BFA1FAC', '1F42', inode=3001),            # ::ffff:172.31.250.11:8002
+    row6(1, '00000000000000000000000001000000', '232B', inode=3002),            # ::1:9003
+    row6(2, 'B80D0120000000000000000001000000', 'C3A8', uid=1000, inode=3003),  # 2001:db8::1:50088
+    row6(3, '000080FE000000000200010004000300', '0016', inode=3004),            # fe80::1:2:3:4:22
+    row6(4, '00000000000001000100000003000200', '1F43', inode=3005),            # ::1:0:0:1:2:3 (two equal runs)
+    row6(5, 'B80D0120000000000000000001000000', '1F44', state='01', inode=0),   # established: not a listener
+    '   6: garbage\n',
+    row6(7, 'ZZ0D0120000000000000000001000000', '1F45', inode=3007),            # not hex: skipped
+])
+
+
+# --- /proc/meminfo ----------------------------------------------------------------------------------------------
+
+def test_meminfo_values_are_bytes():
+    mem = parse_meminfo(recorded('meminfo.txt'))
+    assert mem['MemTotal'] == 24684096 * KIB == 25276514304
+    assert mem['MemAvailable'] == 23941912 * KIB
+    assert mem['Hugepagesize'] == 2048 * KIB
+    assert mem['VmallocTotal'] == 34359738367 * KIB
+
+
+def test_meminfo_counts_without_unit_stay_counts():
+    mem = parse_meminfo(recorded('meminfo.txt'))
+    assert mem['HugePages_Total'] == 0 and mem['HugePages_Free'] == 0
+    assert parse_meminfo('HugePages_Total:     512\n')['HugePages_Total'] == 512
+
+
+def test_meminfo_keys_with_parentheses_are_kept():
+    mem = parse_meminfo(recorded('meminfo.txt'))
+    assert mem['Active(anon)'] == 1568 * KIB
+    assert mem['Inactive(file)'] == 706524 * KIB
+    assert len(mem) == len(recorded('meminfo.txt').splitlines())
+
+
+@pytest.mark.parametrize('text', [None, '', 'not meminfo\n', 'MemTotal: lots kB\n'])
+def test_meminfo_of_nothing_is_empty(text):
+    assert parse_meminfo(text) == {}
+
+
+# --- /proc/net/tcp ---------------------------------------------------------------------------------------------
+
+def test_recorded_tcp_listeners_decoded():
+    # 00000000:232B = 0.0.0.0:9003 (mooncake_master metrics), 0BFA1FAC:1F42 = bytes 0B FA 1F AC reversed =
+    # 172.31.250.11, 0x1F42 = 8002 (vllm stand-in), 0B00007F:876D = 127.0.0.11:34669 (Docker's DNS),
+    # 00000000:3E05 = 0.0.0.0:15877, 00000000:C3A8 = 0.0.0.0:50088 (mooncake_master RPC), 00000000:0016 = :22.
+    got = [(s['address'], s['port'], s['inode'], s['uid']) for s in parse_net_tcp(recorded('node1-net-tcp.txt'))]
+    assert got == [
+        ('0.0.0.0', 9003, 2152444, 0),
+        ('172.31.250.11', 8002, 2154774, 0),
+        ('127.0.0.11', 34669, 2147687, 0),
+        ('0.0.0.0', 15877, 2154797, 0),
+        ('0.0.0.0', 50088, 2151297, 0),
+        ('0.0.0.0', 22, 2147765, 0),
+    ]
+
+
+def test_recorded_tcp_connections_are_not_listeners():
+    text = recorded('node1-net-tcp.txt')
+    rows = [line.split() for line in text.splitlines()[1:]]
+    assert len(rows) == 46 and sum(1 for r in rows if r[3] == TCP_LISTEN) == 6
+    # 0BFA1FAC:C3A8 (172.31.250.11:50088) appears as ESTABLISHED (01) rows only: the listener is 0.0.0.0:50088.
+    assert [s['address'] for s in parse_net_tcp(text) if s['port'] == 50088] == ['0.0.0.0']
+    assert all(s['inode'] > 0 for s in parse_net_tcp(text))
+
+
+def test_recorded_tcp6_wildcard_listeners():
+    # 32 zeros is ::, 0x411D = 16669, 0x0016 = 22.
+    got = [(s['address'], s['port'], s['inode']) for s in parse_net_tcp(recorded('node1-net-tcp6.txt'))]
+    assert got == [('::', 16669, 2154799), ('::', 22, 2147766)]
+    assert all(wildcard(s['address']) for s in parse_net_tcp(recorded('node1-net-tcp6.txt')))
+
+
+def test_hand_made_tcp6_mapped_and_real_v6_addresses():
+    got = [(s['address'], s['port'], s['inode'], s['uid']) for s in parse_net_tcp(HAND_MADE_TCP6)]
+    assert got == [
+        ('172.31.250.11', 8002, 3001, 0),  # v4-mapped is shown as the IPv4 address
+        ('::1', 9003, 3002, 0),
+        ('2001:db8::1', 50088, 3003, 1000),
+        ('fe80::1:2:3:4', 22, 3004, 0),
+        ('::1:0:0:1:2:3', 8003, 3005, 0),  # RFC 5952: the first of two equally long zero runs is shortened
+    ]
+
+
+@pytest.mark.parametrize('text', [None, '', '  sl  local_address rem_address   st\n'])
+def test_net_tcp_of_nothing_is_empty(text):
+    assert parse_net_tcp(text) == []
+
+
+def test_first_line_is_always_the_header():
+    line = recorded('node1-net-tcp.txt').splitlines()[1]
+    assert parse_net_tcp(line) == []
+    assert [s['port'] for s in parse_net_tcp('header\n' + line)] == [9003]
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('link, inode', [
+    ('socket:[2154774]', 2154774),
+    ('socket:[0]', 0),
+    ('pipe:[2154774]', None),
+    ('anon_inode:[eventpoll]', None),
+    ('/dev/null', None),
+    ('socket:[12a]', None),
+    ('', None),
+    (None, None),
+])
+def test_socket_inode(link, inode):
+    assert socket_inode(link) == inode
+
+
+@pytest.mark.parametrize('address, expected', [
+    ('0.0.0.0', True), ('::', True), ('127.0.0.1', False), ('::1', False), ('172.31.250.11', False),
+    ('::ffff:0.0.0.0', False),
+])
+def test_wildcard(address, expected):
+    assert wildcard(address) is expected

@@ -1,0 +1,600 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The pre-flight judgement (plugin_utils/preflight.py): node records in, the findings an operator reads out.
+
+Records are shaped as roles/preflight/tasks/judge.yml builds them. The ``npu`` parts are real npu_smi_facts
+results over the recorded npu-smi answers (fixtures of the module_utils tests); memory comes from the recorded
+/proc/meminfo. The role registers both modules with ``failed_when: false``, which resets ``failed`` to false.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import io
+import json
+import os
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.filter import preflight as preflight_filter
+from ansible_collections.ascend.kvpool.plugins.module_utils import _runner
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import parse_meminfo
+from ansible_collections.ascend.kvpool.plugins.modules import npu_smi_facts
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import CHECKS, host_path, preflight_findings
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import FIXTURES_DIR, read_answer
+
+GIB = 1 << 30
+SMI = '/usr/local/bin/npu-smi'
+MODEL = '/root/.cache/Qwen2.5-72B-Instruct'
+TARGET = '172.31.250.11:50088'
+EPOCH = 1764441600.0
+BIG_NODE = 1622512926720  # 1511.1 GiB, a 910B node
+with io.open(os.path.join(FIXTURES_DIR, 'preflight', 'meminfo.txt'), encoding='utf-8') as _handle:
+    SMALL_NODE = parse_meminfo(_handle.read())['MemTotal']  # 23.5 GiB, the recorded container
+
+
+def vllm(port, serve_port=None, flag='--port'):
+    port = serve_port or port
+    return ['/usr/bin/python3', '/usr/local/bin/vllm', 'serve', MODEL, '--served-model-name', 'qwen'] + (
+        ['--port', str(port)] if flag == '--port' else ['--port=%s' % port])
+
+
+MASTER_CMD = ['/usr/local/bin/mooncake_master', '--port=50088', '--metrics_port=9003', '--rpc_address=0.0.0.0']
+HTTP_SERVER = ['python3', '-m', 'http.server', '8002']
+
+
+def held(cmdline, pid=4242, addresses=('0.0.0.0',)):
+    return {'listening': True, 'address': addresses[0], 'addresses': list(addresses), 'pid': pid, 'cmdline': cmdline}
+
+
+def instance(port=8002, devices=(0, 1, 2, 3), seed='0', model=MODEL, state='started', name=None):
+    env = {'ASCEND_RT_VISIBLE_DEVICES': ','.join(str(d) for d in devices)}
+    if seed is not None:
+        env['PYTHONHASHSEED'] = seed
+    return {'name': name or 'vllm-%d' % port, 'port': port, 'devices': list(devices),
+            'tensor_parallel_size': len(devices), 'env': env, 'model': model, 'state': state}
+
+
+def model_dir(size=145 * GIB, files=40, exists=True, config=True):
+    return {'exists': exists, 'is_dir': exists, 'config': config and exists, 'size_bytes': size if exists else None,
+            'files': files if exists else None}
+
+
+def facts(ports=None, paths=None, connect=None, mem_total=BIG_NODE, offset=0.0, uncertainty=0.05, container=None,
+          host='node'):
+    """A preflight_facts result as the action plugin returns it."""
+    return {'changed': False, 'hostname': host, 'memory': {'MemTotal': mem_total, 'MemAvailable': mem_total // 2},
+            'epoch': EPOCH + offset, 'clock': {'offset_s': offset, 'uncertainty_s': uncertainty},
+            'ports': ports or {}, 'paths': {MODEL: model_dir()} if paths is None else paths,
+            'connect': {TARGET: {'ok': True, 'error': '', 'ms': 0.4}} if connect is None else connect,
+            'container': container or {'runtime': '/usr/bin/docker', 'images': {}}}
+
+
+def record(host, npu=None, instances=None, node_facts=None, is_master=False, warnings=(), container=None,
+           segment=100 * GIB, buffer=GIB, reserve=8 * GIB):
+    return {
+        'host': host,
+        'facts': node_facts if node_facts is not None else facts(host=host),
+        'npu': npu,
+        'plan': {'instances': [instance()] if instances is None else instances, 'warnings': list(warnings)},
+        'memory': {'segment_bytes': segment, 'local_buffer_bytes': buffer, 'reserve_bytes': reserve},
+        'master': {'is_master': is_master, 'target': TARGET, 'port': 50088, 'metrics_port': 9003},
+        'container': container or {'enabled': False, 'image': '', 'runtime': 'docker'},
+    }
+
+
+def two_nodes(**node2):
+    return [record('node1', is_master=True, node_facts=facts(host='node1', ports={'50088': held(MASTER_CMD)})),
+            record('node2', **node2)]
+
+
+@pytest.fixture
+def npu_smi(monkeypatch, capsys):
+    """npu_smi_facts's registered result for a recorded `npu-smi info` (None: npu-smi is not installed)."""
+
+    def run(info='npu_smi_info_910b4_mixed.txt', listing='npu_smi_list_compact.txt', tool=SMI):
+        def execute(argv, timeout=None):
+            answer = read_answer(listing if argv[1:] == ['info', '-l'] else info)
+            return answer['rc'], answer['stdout'], answer['stderr']
+
+        monkeypatch.setattr(_runner, 'execute', execute)
+        monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', lambda self, name, *a, **kw: tool)
+        with patch_module_args({}):
+            with pytest.raises(SystemExit):
+                npu_smi_facts.main()
+        result = json.loads(capsys.readouterr().out)
+        if result.get('failed'):  # registered with failed_when: false
+            result['failed'] = result['failed_when_result'] = False
+        return result
+
+    return run
+
+
+def judge(records, **settings):
+    result = preflight_findings(records, settings)
+    json.dumps(result)
+    assert result['errors'] == sum(1 for f in result['findings'] if f['severity'] == 'error')
+    assert result['warnings'] == len(result['findings']) - result['errors']
+    assert result['ok'] is (result['errors'] == 0)
+    assert len(result['lines']) == len(result['findings'])
+    for finding, line in zip(result['findings'], result['lines']):
+        assert set(finding) == {'host', 'check', 'severity', 'finding', 'fix'}
+        assert line.startswith('%s %s %s: ' % (finding['severity'].upper(), finding['host'], finding['check']))
+        assert 'Fix: ' + finding['fix'] in line and line in result['summary']
+    return result
+
+
+def only(result, check=None):
+    found = [f for f in result['findings'] if check is None or f['check'] == check]
+    assert len(found) == 1, result['summary']
+    return found[0]
+
+
+def checks_of(result):
+    return sorted(set(f['check'] for f in result['findings']))
+
+
+# --- a clean deployment ----------------------------------------------------------------------------------------
+
+def test_clean_two_node_deployment_has_no_finding(npu_smi):
+    # The recorded 910B4 node runs other processes on NPUs 0, 1, 6, 7: instances on 2-5 are free.
+    npu = npu_smi('npu_smi_info_910b4_mixed.txt')
+    nodes = two_nodes(npu=npu, instances=[instance(devices=[2, 3, 4, 5])])
+    nodes[0]['npu'] = copy.deepcopy(npu)
+    nodes[0]['plan']['instances'] = [instance(devices=[2, 3, 4, 5])]
+    result = judge(nodes)
+    assert result['ok'] is True and result['findings'] == [] and result['lines'] == []
+    assert result['summary'] == 'pre-flight: 2 node(s) checked (node1, node2): 0 error(s), 0 warning(s)'
+
+
+def test_filter_plugin_is_the_judgement():
+    assert preflight_filter.FilterModule().filters()['preflight_findings'] is preflight_findings
+
+
+def test_no_records_no_findings():
+    result = judge([])
+    assert result['ok'] and result['summary'] == 'pre-flight: 0 node(s) checked (): 0 error(s), 0 warning(s)'
+    assert judge([None, 'node1', {'facts': facts()}])['findings'] == []
+
+
+# --- npu -------------------------------------------------------------------------------------------------------
+
+def test_npu_smi_missing(npu_smi):
+    result = judge([record('node2', npu=npu_smi(tool=None))])
+    f = only(result)
+    assert (f['host'], f['check'], f['severity']) == ('node2', 'npu', 'error')
+    assert f['finding'].startswith('npu-smi does not answer: npu-smi not found on this host')
+    assert 'npu_smi_path' in f['fix'] and not result['ok']
+
+
+def test_npu_smi_failing_without_failed_when_is_the_same_finding():
+    npu = {'failed': True, 'msg': 'npu-smi info failed with rc 1: boom', 'driver_loaded': None}
+    f = only(judge([record('node2', npu=npu)]))
+    assert f['finding'] == 'npu-smi does not answer: npu-smi info failed with rc 1: boom'
+
+
+def test_npu_driver_not_loaded_or_device_held(npu_smi):
+    npu = npu_smi('npu_smi_device_in_use.txt')
+    assert npu['driver_loaded'] is False
+    f = only(judge([record('node1', npu=npu)]))
+    assert f['host'] == 'node1' and f['check'] == 'npu'
+    assert 'in use by another process or container' in f['finding'] and 'ret is -8020' in f['finding']
+    assert f['finding'].count('ret is -8020') == 1
+    assert f['fix'].startswith('Load the NPU driver')
+
+
+def test_npu_missing_on_the_node(npu_smi):
+    npu = npu_smi('npu_smi_info_910b4_single.txt')
+    f = only(judge([record('node2', npu=npu, instances=[instance(devices=[0, 1])])]))
+    assert f['finding'] == 'instance vllm-8002 needs NPU 1, but npu-smi lists NPUs [0]'
+    assert 'vllm-8002' in f['fix'] and 'devices' in f['fix']
+
+
+def test_unhealthy_npu_names_its_health_and_row(npu_smi):
+    npu = npu_smi('npu_smi_info_310b4_alarm.txt')
+    f = only(judge([record('edge', npu=npu, instances=[instance(devices=[0])])]))
+    assert f['finding'].startswith('NPU 0 of instance vllm-8002 is not healthy (Health Alarm): | 0')
+    assert '310B4' in f['finding']
+    assert 'npu-smi info -t health -i 0)' in f['fix']
+
+
+def test_npu_busy_with_another_process(npu_smi):
+    # The recorded 910B2 node runs a VLLMWorker_DP on every NPU; port 8002 is free, so they are not ours.
+    npu = npu_smi('npu_smi_info_910b2_running.txt')
+    result = judge([record('node2', npu=npu)])
+    found = result['findings']
+    assert [f['check'] for f in found] == ['npu'] * 4 and result['errors'] == 4
+    assert found[0]['finding'] == ('NPU 0 of instance vllm-8002 is busy: process 784778 (VLLMWorker_DP, 30112 MB) '
+                                   'runs on it')
+    assert 'process 784784 (VLLMWorker_DP' in found[3]['finding'] and found[3]['finding'].startswith('NPU 3 ')
+    assert 'Stop that process' in found[0]['fix'] and 'vllm-8002' in found[0]['fix']
+
+
+@pytest.mark.parametrize('flag', ['--port', '--port='])
+def test_npus_of_the_running_instance_itself_are_not_busy(npu_smi, flag):
+    npu = npu_smi('npu_smi_info_910b2_running.txt')
+    node = record('node2', npu=npu, node_facts=facts(ports={'8002': held(vllm(8002, flag=flag))}))
+    assert judge([node])['findings'] == []
+
+
+def test_npus_busy_when_the_port_is_held_by_something_else(npu_smi):
+    npu = npu_smi('npu_smi_info_910b2_running.txt')
+    for cmdline in (HTTP_SERVER, vllm(8002, serve_port=8003)):
+        node = record('node2', npu=npu, node_facts=facts(ports={'8002': held(cmdline)}))
+        assert checks_of(judge([node])) == ['npu', 'port']
+
+
+def test_a3_devices_are_the_dies_of_the_npus(npu_smi):
+    # A3: NPUs 0-7 with two dies each are devices 0-15 (Phy-ID); processes run on NPUs 4-7 = devices 8-15.
+    npu = npu_smi('npu_smi_info_a3_running.txt')
+    free = [instance(devices=list(range(8)))]
+    assert judge([record('a3', npu=npu, instances=free)])['findings'] == []
+    result = judge([record('a3', npu=npu, instances=[instance(devices=[9, 16])])])
+    texts = [f['finding'] for f in result['findings']]
+    assert texts == [
+        'NPU 9 (npu-smi NPU 4 chip 1) of instance vllm-8002 is busy: process 957770 (pt_main_thread, 49207 MB) '
+        'runs on it',
+        'instance vllm-8002 needs NPU 16, but npu-smi lists NPUs %s' % list(range(16)),
+    ]
+
+
+def test_a3_unhealthy_die_is_named_with_its_npu_and_chip(npu_smi):
+    npu = npu_smi('npu_smi_info_a3_idle.txt')
+    die = [e for e in npu['npus'] if (e['npu'], e['chip']) == (2, 1)][0]
+    die.update(health='Warning', healthy=False)
+    npu['unhealthy_npus'] = [{'npu': 2, 'health': 'Warning', 'raw': '| 2     Ascend910           | Warning |'}]
+    assert judge([record('a3', npu=npu, instances=[instance(devices=[4])])])['findings'] == []  # NPU 2 chip 0
+    f = only(judge([record('a3', npu=npu, instances=[instance(devices=[4, 5])])]))
+    assert f['finding'] == ('NPU 5 (npu-smi NPU 2 chip 1) of instance vllm-8002 is not healthy (Health Warning): '
+                            '| 2     Ascend910           | Warning |')
+    assert 'npu-smi info -t health -i 2 -c 1)' in f['fix']
+
+
+def test_npu_check_skipped_when_not_read():
+    assert judge([record('node2', npu=None)])['findings'] == []
+
+
+def test_stopped_instances_are_not_checked(npu_smi):
+    npu = npu_smi('npu_smi_info_910b2_running.txt')
+    node = record('node2', npu=npu, instances=[instance(state='stopped')],
+                  node_facts=facts(ports={'8002': held(HTTP_SERVER)}, mem_total=SMALL_NODE))
+    assert judge([node])['findings'] == []
+
+
+# --- memory ----------------------------------------------------------------------------------------------------
+
+def test_memory_over_memtotal_names_need_and_memtotal():
+    node = record('node1', instances=[instance(8002, [0, 1, 2, 3]), instance(8003, [4, 5, 6, 7])],
+                  node_facts=facts(mem_total=SMALL_NODE))
+    f = only(judge([node]))
+    assert (f['host'], f['check']) == ('node1', 'memory')
+    # 8 ranks x (100 + 1) GiB + 8 GiB reserve = 816 GiB; the recorded MemTotal 24684096 kB is 23.5 GiB.
+    assert f['finding'] == ('2 instance(s) with 8 TP rank(s) in all x (global_segment_size 100.0 GiB + '
+                            'local_buffer_size 1.0 GiB) + reserve 8.0 GiB needs 816.0 GiB, but MemTotal is 23.5 GiB')
+    assert 'mooncake_config_global_segment_size' in f['fix']
+
+
+def test_memory_that_fits_is_fine():
+    node = record('node1', instances=[instance(8002, [0, 1, 2, 3]), instance(8003, [4, 5, 6, 7])])
+    assert judge([node])['findings'] == []
+    small = record('node1', node_facts=facts(mem_total=SMALL_NODE), segment=2 * GIB, buffer=GIB // 2, reserve=GIB)
+    assert judge([small])['findings'] == []  # 4 x 2.5 GiB + 1 GiB = 11 GiB
+
+
+def test_memory_exactly_memtotal_is_fine():
+    node = record('node1', instances=[instance(devices=[0])], segment=10 * GIB, buffer=GIB, reserve=GIB,
+                  node_facts=facts(mem_total=12 * GIB))
+    assert judge([node])['findings'] == []
+    node['facts']['memory']['MemTotal'] -= 1
+    assert only(judge([node]))['check'] == 'memory'
+
+
+# --- ports -----------------------------------------------------------------------------------------------------
+
+def test_instance_port_held_by_another_process():
+    node = record('node2', node_facts=facts(ports={'8002': held(HTTP_SERVER, pid=4242, addresses=('0.0.0.0', '::'))}))
+    f = only(judge([node]))
+    assert (f['host'], f['check']) == ('node2', 'port')
+    assert f['finding'] == ('port 8002 (instance vllm-8002) is already held by pid 4242: python3 -m http.server 8002 '
+                            '(listening on 0.0.0.0, ::)')
+    assert 'give instance vllm-8002 another port' in f['fix']
+
+
+def test_instance_port_held_by_an_unreadable_process():
+    f = only(judge([record('node2', node_facts=facts(ports={'8002': held(None, pid=None)}))]))
+    assert 'port 8002 (instance vllm-8002) is already held by pid ?: unreadable' in f['finding']
+
+
+def test_instance_port_held_by_our_vllm_or_free_is_fine():
+    for holder in (held(vllm(8002)), {'listening': False}):
+        assert judge([record('node2', node_facts=facts(ports={'8002': holder}))])['findings'] == []
+
+
+def test_master_ports_held_by_mooncake_master_are_fine():
+    node = record('node1', is_master=True,
+                  node_facts=facts(ports={'50088': held(MASTER_CMD), '9003': held(MASTER_CMD)}))
+    assert judge([node])['findings'] == []
+
+
+def test_master_ports_held_by_another_process():
+    nc = ['nc', '-l', '50088']
+    node = record('node1', is_master=True,
+                  node_facts=facts(ports={'50088': held(nc, pid=77), '9003': held(HTTP_SERVER, pid=78)}))
+    found = judge([node])['findings']
+    assert [f['finding'] for f in found] == [
+        'port 50088 (Mooncake master port) is already held by pid 77: nc -l 50088 (listening on 0.0.0.0)',
+        'port 9003 (Mooncake master metrics port) is already held by pid 78: python3 -m http.server 8002 '
+        '(listening on 0.0.0.0)',
+    ]
+    assert 'mooncake_master_port' in found[0]['fix'] and 'mooncake_master_metrics_port' in found[1]['fix']
+
+
+def test_master_ports_only_matter_on_the_master_node():
+    node = record('node2', node_facts=facts(ports={'50088': held(['nc', '-l', '50088'])}))
+    assert judge([node])['findings'] == []
+
+
+# --- model -----------------------------------------------------------------------------------------------------
+
+def test_model_missing():
+    f = only(judge([record('node2', node_facts=facts(paths={MODEL: model_dir(exists=False)}))]))
+    assert (f['host'], f['check']) == ('node2', 'model')
+    assert f['finding'] == 'model path %s does not exist' % MODEL and MODEL in f['fix']
+
+
+def test_model_without_config_json():
+    f = only(judge([record('node2', node_facts=facts(paths={MODEL: model_dir(config=False)}))]))
+    assert f['finding'] == 'model path %s has no config.json' % MODEL
+
+
+def test_model_not_probed_is_not_judged():
+    assert judge([record('node2', node_facts=facts(paths={}))])['findings'] == []
+
+
+def test_smaller_copy_on_one_node_names_that_node_and_both_sizes():
+    nodes = [record('node1', node_facts=facts(paths={MODEL: model_dir(size=145000000000, files=40)})),
+             record('node2', node_facts=facts(paths={MODEL: model_dir(size=70000000000, files=19)}))]
+    f = only(judge(nodes))
+    assert (f['host'], f['check']) == ('node2', 'model')
+    assert f['finding'] == ('model %s differs in size across nodes (node1 145000000000 bytes in 40 files, '
+                            'node2 70000000000 bytes in 19 files)' % MODEL)
+    assert 'rsync' in f['fix'] and 'preflight_compare_model_size' in f['fix']
+    assert judge(nodes, compare_model_size=False)['findings'] == []
+
+
+def test_every_smaller_copy_is_named():
+    sizes = {'node1': 100, 'node2': 90, 'node3': 100, 'node4': 80}
+    nodes = [record(h, node_facts=facts(paths={MODEL: model_dir(size=s)})) for h, s in sorted(sizes.items())]
+    assert [f['host'] for f in judge(nodes)['findings']] == ['node2', 'node4']
+
+
+def test_equal_copies_or_unsummed_sizes_are_fine():
+    nodes = [record(h) for h in ('node1', 'node2')]
+    assert judge(nodes)['findings'] == []
+    nodes[1]['facts']['paths'][MODEL]['size_bytes'] = None  # path_sizes: false
+    nodes[0]['facts']['paths'][MODEL]['size_bytes'] = 1
+    assert judge(nodes)['findings'] == []
+
+
+# --- container -------------------------------------------------------------------------------------------------
+
+IMAGE = 'quay.io/ascend/vllm-ascend:v0.11.0rc1'
+
+
+def test_container_runtime_missing_when_enabled():
+    node = record('node2', container={'enabled': True, 'image': IMAGE, 'runtime': 'docker'},
+                  node_facts=facts(container={'runtime': None, 'images': {IMAGE: None}}))
+    f = only(judge([node]))
+    assert (f['host'], f['check']) == ('node2', 'container')
+    assert f['finding'] == 'container runtime docker is not installed (not on PATH)'
+    assert 'vllm_ascend_container_enabled=false' in f['fix']
+
+
+def test_container_image_missing_when_enabled():
+    node = record('node2', container={'enabled': True, 'image': IMAGE, 'runtime': 'docker'},
+                  node_facts=facts(container={'runtime': '/usr/bin/docker', 'images': {IMAGE: False}}))
+    f = only(judge([node]))
+    assert f['finding'] == 'image %s is not present on the node' % IMAGE
+    assert 'docker load -i' in f['fix'] and 'docker pull %s' % IMAGE in f['fix']
+
+
+def test_container_present_or_disabled_is_fine():
+    ok = record('node2', container={'enabled': True, 'image': IMAGE, 'runtime': 'docker'},
+                node_facts=facts(container={'runtime': '/usr/bin/docker', 'images': {IMAGE: True}}))
+    disabled = record('node3', container={'enabled': False, 'image': IMAGE, 'runtime': 'docker'},
+                      node_facts=facts(container={'runtime': None, 'images': {}}))
+    assert judge([ok, disabled])['findings'] == []
+
+
+# --- PYTHONHASHSEED --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('seed, word', [(None, 'unset'), ('', 'unset'), ('random', 'random')])
+def test_hash_seed_unset_or_random(seed, word):
+    f = only(judge([record('node2', instances=[instance(seed=seed)])]))
+    assert (f['host'], f['check']) == ('node2', 'hash_seed')
+    assert f['finding'].startswith('PYTHONHASHSEED of instance vllm-8002 is %s' % word)
+    assert 'vllm_instance_python_hash_seed' in f['fix']
+
+
+def test_hash_seed_different_on_one_node_names_the_odd_host():
+    nodes = [record('node1', instances=[instance(seed='0')]), record('node2', instances=[instance(seed=0)]),
+             record('node3', instances=[instance(seed='1234')])]
+    f = only(judge(nodes))
+    assert (f['host'], f['check']) == ('node3', 'hash_seed')
+    assert 'node1/vllm-8002, node2/vllm-8002=0; node3/vllm-8002=1234' in f['finding']
+    assert 'cross-node KV hits' in f['finding']
+
+
+def test_same_hash_seed_everywhere_is_fine():
+    nodes = [record('node%d' % n, instances=[instance(8002, seed='0'), instance(8003, [4, 5, 6, 7], seed='0')])
+             for n in (1, 2)]
+    assert judge(nodes)['findings'] == []
+
+
+# --- master reachability ---------------------------------------------------------------------------------------
+
+REFUSED = {TARGET: {'ok': False, 'error': '[Errno 111] Connection refused', 'ms': 0.4}}
+
+
+def test_master_unreachable_while_the_master_runs():
+    # Before the master phase: a warning (the phase may restart the master with the fixed address).
+    result = judge(two_nodes(node_facts=facts(connect=REFUSED)))
+    f = only(result)
+    assert (f['host'], f['check'], f['severity']) == ('node2', 'master', 'warning') and result['ok']
+    assert f['finding'] == ('cannot reach the Mooncake master at %s: [Errno 111] Connection refused (checked again '
+                            'after the master phase, which may restart it)' % TARGET)
+    assert 'mooncake_master runs on 172.31.250.11' in f['fix'] and 'port 50088' in f['fix']
+    # After it (master_reachable.yml): an error.
+    after = judge(two_nodes(node_facts=facts(connect=REFUSED)), master_started=True)
+    assert only(after)['severity'] == 'error' and not after['ok']
+
+
+def test_master_unreachable_before_the_master_started_is_not_a_finding():
+    nodes = two_nodes(node_facts=facts(connect=REFUSED))
+    nodes[0]['facts']['ports'] = {'50088': {'listening': False}}
+    assert judge(nodes)['findings'] == []
+    nodes[0]['facts']['ports'] = {'50088': held(HTTP_SERVER)}  # something else: a port finding, not a master one
+    assert checks_of(judge(nodes)) == ['port']
+    assert only(judge(nodes, master_started=True), 'master')['host'] == 'node2'
+
+
+def test_reachability_after_the_master_started():
+    # master_reachable.yml: records with the connect result only; the master must answer now.
+    reach = [{'host': 'node1', 'facts': facts(connect={TARGET: {'ok': True, 'error': '', 'ms': 0.2}}),
+              'master': {'target': TARGET}},
+             {'host': 'node2', 'facts': facts(connect={TARGET: {'ok': False, 'error': 'timed out', 'ms': 3000.1}}),
+              'master': {'target': TARGET}}]
+    result = judge(reach, checks=['master'], master_started=True)
+    f = only(result)
+    assert f['host'] == 'node2' and f['finding'].endswith(': timed out')
+    assert result['summary'].startswith('pre-flight: 2 node(s) checked (node1, node2): 1 error(s), 0 warning(s)')
+
+
+def test_ha_master_without_target_is_not_checked():
+    nodes = two_nodes(node_facts=facts(connect={}))
+    for node in nodes:
+        node['master']['target'] = ''
+    assert judge(nodes, master_started=True)['findings'] == []
+
+
+# --- clock -----------------------------------------------------------------------------------------------------
+
+def clocks(*offsets, **kwargs):
+    return [record('node%d' % (n + 1), node_facts=facts(offset=o, **kwargs)) for n, o in enumerate(offsets)]
+
+
+def test_one_node_30_s_ahead_is_the_only_one_named():
+    f = only(judge(clocks(0.01, 30.0)))
+    assert (f['host'], f['check']) == ('node2', 'clock')
+    assert f['finding'] == 'clock is 30.0 s ahead of the other nodes (bound 2.0 s)'
+    assert 'chrony' in f['fix']
+
+
+def test_one_node_behind_of_three():
+    f = only(judge(clocks(0.0, -12.5, 0.3)))
+    assert f['host'] == 'node2' and f['finding'] == 'clock is 12.5 s behind the other nodes (bound 2.0 s)'
+
+
+def test_clocks_within_the_bound_are_fine():
+    assert judge(clocks(0.0, 1.5))['findings'] == []
+    assert judge(clocks(0.0, 3.0), max_clock_skew_s=5)['findings'] == []
+    assert only(judge(clocks(0.0, 3.0), max_clock_skew_s=1))['finding'].endswith('(bound 1.0 s)')
+
+
+def test_the_round_trip_uncertainty_widens_the_bound():
+    assert judge(clocks(0.0, 2.5, uncertainty=1.0))['findings'] == []
+    assert only(judge(clocks(0.0, 2.5, uncertainty=0.1)))['host'] == 'node2'
+
+
+def test_all_nodes_equally_off_from_the_controller_is_fine():
+    assert judge(clocks(30.0, 30.2))['findings'] == []
+    assert judge(clocks(-3600.0, -3600.5, -3599.8))['findings'] == []
+
+
+def test_a_single_node_has_no_one_to_disagree_with():
+    assert judge(clocks(300.0))['findings'] == []
+
+
+# --- deprecated settings ---------------------------------------------------------------------------------------
+
+def test_deprecated_settings_are_warnings_and_pass():
+    text = 'register_buffer is only read by vllm-ascend v0.11; left out for v0.13'
+    result = judge([record('node1', warnings=[text])])
+    f = only(result)
+    assert (f['host'], f['check'], f['severity'], f['finding']) == ('node1', 'deprecated', 'warning', text)
+    assert result['ok'] is True and result['errors'] == 0 and result['warnings'] == 1
+    assert result['lines'][0].startswith('WARNING node1 deprecated: %s. Fix: ' % text)
+    assert result['summary'].splitlines()[0].endswith(': 0 error(s), 1 warning(s)')
+
+
+# --- failed facts, selection, order ----------------------------------------------------------------------------
+
+def test_failed_facts_are_a_finding_and_the_node_is_not_judged_further():
+    failed = {'changed': False, 'failed': False, 'failed_when_result': False,
+              'msg': 'ports must be TCP ports 1-65535, got [70000]'}
+    nodes = [record('node1', node_facts=facts(offset=30.0)),
+             record('node2', node_facts=failed, instances=[instance(seed='random')])]
+    result = judge(nodes)
+    f = only(result)
+    assert (f['host'], f['check']) == ('node2', 'facts')
+    assert f['finding'] == 'the node could not be read: ports must be TCP ports 1-65535, got [70000]'
+    assert judge([record('node2', node_facts={'failed': True, 'msg': 'boom'})])['findings'][0]['check'] == 'facts'
+
+
+def test_facts_are_checked_even_when_not_selected():
+    nodes = [record('node2', node_facts={'failed': True, 'msg': 'MODULE FAILURE'})]
+    assert checks_of(judge(nodes, checks=['clock'])) == ['facts']
+
+
+def everything_wrong(npu):
+    node1 = record('node1', is_master=True, warnings=['old setting'],
+                   node_facts=facts(offset=0.0, ports={'50088': held(MASTER_CMD)}))
+    node2 = record('node2', npu=npu, instances=[instance(seed='1')],
+                   container={'enabled': True, 'image': IMAGE, 'runtime': 'docker'},
+                   node_facts=facts(offset=30.0, mem_total=SMALL_NODE, ports={'8002': held(HTTP_SERVER)},
+                                    paths={MODEL: model_dir(config=False)}, connect=REFUSED,
+                                    container={'runtime': None, 'images': {IMAGE: None}}))
+    return [node1, node2]
+
+
+def test_every_check_finds_its_problem_and_errors_come_first(npu_smi):
+    result = judge(everything_wrong(npu_smi('npu_smi_info_910b2_running.txt')))
+    assert checks_of(result) == sorted(CHECKS[1:])
+    order = [(f['severity'], f['host'], f['check']) for f in result['findings']]
+    assert order[-2:] == [('warning', 'node1', 'deprecated'), ('warning', 'node2', 'master')]
+    node2 = [c for s, h, c in order if h == 'node2']
+    assert node2 == ['npu'] * 4 + ['memory', 'port', 'model', 'container', 'hash_seed', 'clock', 'master']
+    assert not result['ok'] and result['errors'] == 10 and result['warnings'] == 2
+    head = result['summary'].splitlines()[0]
+    assert head == 'pre-flight: 2 node(s) checked (node1, node2): 10 error(s), 2 warning(s)'
+    assert all('Fix: ' in line for line in result['summary'].splitlines()[1:])
+
+
+@pytest.mark.parametrize('checks', [['clock'], ['npu', 'port'], ['hash_seed', 'deprecated'], ['model']])
+def test_checks_setting_restricts(npu_smi, checks):
+    result = judge(everything_wrong(npu_smi('npu_smi_info_910b2_running.txt')), checks=checks)
+    assert checks_of(result) == sorted(checks)
+
+
+def test_no_checks_selected_runs_none(npu_smi):
+    assert judge(everything_wrong(npu_smi('npu_smi_info_910b2_running.txt')), checks=[])['findings'] == []
+
+
+# --- model path inside a container ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('path, volumes, expected', [
+    ('/root/.cache/Qwen', ['/data/cache:/root/.cache'], '/data/cache/Qwen'),
+    ('/root/.cache/Qwen', ['/root/.cache:/root/.cache'], '/root/.cache/Qwen'),          # the guide's mount
+    ('/root/.cache/Qwen', ['/srv:/root', '/mnt/models:/root/.cache/Qwen:ro'], '/mnt/models'),  # longest wins
+    ('/root/.cache/Qwen', ['/etc/hccn.conf:/etc/hccn.conf'], '/root/.cache/Qwen'),      # not mounted: as given
+    ('/root/.cachex/Qwen', ['/data:/root/.cache'], '/root/.cachex/Qwen'),               # a prefix, not a directory
+    ('/models/q', ['/:/models'], '/q'),
+    ('/models/q', [], '/models/q'),
+])
+def test_host_path_follows_the_container_volumes(path, volumes, expected):
+    assert host_path(path, volumes) == expected
