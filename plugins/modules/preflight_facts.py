@@ -19,9 +19,10 @@ description:
     connections to the given C(host:port) targets succeed, the container runtime and images, and the
     node's wall clock.
   - The action plugin of the same name brackets the module with the controller's clock, so the result
-    carries the node's clock offset and its uncertainty (half the round trip).
+    carries the node's clock offset and its uncertainty (half the round trip without the probing time).
   - All probes run concurrently; the module reads only and changes nothing on the node.
-  - The judgement (what is a finding, and its fix) is the filter M(ascend.kvpool.preflight_findings)'s.
+  - The judgement (what is a finding, and its fix) is made on the controller by the filter
+    C(ascend.kvpool.preflight_findings) (role ascend.kvpool.preflight).
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 attributes:

@@ -289,8 +289,8 @@ def test_module_without_arguments(monkeypatch, capsys):
 
 @pytest.mark.parametrize('args, text', [
     ({'ports': [8002, 0, 70000]}, 'ports must be TCP ports 1-65535, got [0, 70000]'),
-    ({'connect': ['ok:1', 'node1', 'node1:99999']}, "connect targets must be host:port (or [v6]:port), got "
-                                                      "['node1', 'node1:99999']"),
+    ({'connect': ['ok:1', 'node1', 'node1:99999']},
+     "connect targets must be host:port (or [v6]:port), got ['node1', 'node1:99999']"),
 ])
 def test_module_refuses_bad_ports_and_targets(args, text, monkeypatch, capsys):
     res = run_main(args, monkeypatch, capsys)
