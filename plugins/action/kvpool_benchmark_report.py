@@ -20,6 +20,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
 
 ARGUMENT_SPEC = dict(
     results=dict(type='dict', required=True),
@@ -30,13 +31,6 @@ ARGUMENT_SPEC = dict(
     instances=dict(type='dict', default={}),
     chart=dict(type='bool', default=True),
 )
-
-
-def _write(path, text):
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 class ActionModule(ActionBase):
@@ -70,9 +64,9 @@ class ActionModule(ActionBase):
                     result.setdefault('warnings', []).append(chart_note)
             report['files'] = dict(files)
             report['chart_note'] = chart_note
-            _write(files['markdown'], bench_report.render_markdown(
+            write_atomic(files['markdown'], bench_report.render_markdown(
                 report, os.path.basename(files['chart']) if 'chart' in files else None))
-            _write(files['json'], json.dumps(report, indent=2, sort_keys=True, default=to_text) + '\n')
+            write_atomic(files['json'], json.dumps(report, indent=2, sort_keys=True, default=to_text) + '\n')
         except (IOError, OSError) as exc:
             raise AnsibleActionFail('cannot write the benchmark report under %s: %s' % (report_dir, exc)) from exc
         result['files'] = files

@@ -16,6 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
 
 ARGUMENT_SPEC = dict(
     result_var=dict(type='str', default='npu_network_node_result'),
@@ -55,12 +56,8 @@ class ActionModule(ActionBase):
         if args['path']:
             path = os.path.abspath(os.path.expanduser(args['path']))
             try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp_path = path + '.tmp'
-                with open(tmp_path, 'w') as handle:
-                    handle.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
-                os.replace(tmp_path, path)
-            except OSError as e:
+                write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + '\n')
+            except (IOError, OSError) as e:
                 raise AnsibleActionFail('cannot write the report to %s: %s (set npu_network_report_path)'
                                         % (path, e.strerror or e)) from e
             result['path'] = path

@@ -20,16 +20,8 @@ description:
   - Reads only; changes nothing on the node.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
-  idempotent:
-    support: full
-    description: Reads only; running it again gives the same result for the same node state.
+extends_documentation_fragment:
+  - ascend.kvpool.read_only
 options:
   npu_smi_path:
     description: Path of C(npu-smi); searched on C(PATH) and in C(/usr/local/bin) and C(/usr/local/sbin) when omitted.

@@ -25,16 +25,8 @@ description:
     C(ascend.kvpool.preflight_findings) (role ascend.kvpool.preflight).
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
-  idempotent:
-    support: full
-    description: Reads only.
+extends_documentation_fragment:
+  - ascend.kvpool.read_only
 options:
   ports:
     description: TCP ports to report the listener of (any local address, IPv4 and IPv6).
