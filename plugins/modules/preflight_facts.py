@@ -107,7 +107,8 @@ clock:
 ports:
   description:
     - Per port (as a string key), C(listening) and, when something listens, C(address), C(pid) and C(cmdline)
-      of the owner (C(pid) is null when the owner cannot be read, e.g. without root).
+      of the owner (C(pid) is null when the owner cannot be read, e.g. without root), and the command lines of
+      its C(ancestors) (parent first, at most 4).
   returned: always
   type: dict
   sample:
@@ -172,6 +173,21 @@ def socket_owners(inodes):
     return owners
 
 
+def ancestors(pid, depth=4):
+    """Command lines of the parent, grandparent, ... of pid (at most ``depth``, up to init)."""
+    out = []
+    while pid and pid > 1 and len(out) < depth:
+        fields = read_text('/proc/%d/stat' % pid).rsplit(')', 1)
+        try:
+            pid = int(fields[1].split()[1])
+        except (IndexError, ValueError):
+            break
+        if pid <= 1:
+            break
+        out.append([a for a in read_text('/proc/%d/cmdline' % pid).split('\0') if a])
+    return out
+
+
 def port_listeners(ports):
     listening = _preflight.parse_net_tcp(read_text('/proc/net/tcp')) + \
         _preflight.parse_net_tcp(read_text('/proc/net/tcp6'))
@@ -190,7 +206,7 @@ def port_listeners(ports):
             raw = read_text('/proc/%d/cmdline' % pid)
             cmdline = [a for a in raw.split('\0') if a] or None
         out[str(port)] = {'listening': True, 'address': sock['address'], 'pid': pid, 'cmdline': cmdline,
-                          'addresses': sorted(set(s['address'] for s in socks))}
+                          'addresses': sorted(set(s['address'] for s in socks)), 'ancestors': ancestors(pid)}
     return out
 
 

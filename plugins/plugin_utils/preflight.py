@@ -60,6 +60,13 @@ def is_our_vllm(cmdline, port):
     return False
 
 
+def held_by(holder, is_ours, *args):
+    """Whether a listener (``preflight_facts`` port entry) is held by a process ``is_ours(cmdline, *args)``
+    accepts, or by a child of one (vLLM's API server workers and engine processes rename themselves ``VLLM::...``
+    with setproctitle; their parent is still the ``vllm serve`` the collection started)."""
+    return any(is_ours(cmdline, *args) for cmdline in [holder.get('cmdline')] + list(holder.get('ancestors') or []))
+
+
 def is_our_master(cmdline):
     return any(os.path.basename(a) == 'mooncake_master' for a in (cmdline or []))
 
@@ -70,7 +77,7 @@ def running_instances(record):
     out = set()
     for inst in _started(record):
         holder = ports.get(str(inst.get('port'))) or {}
-        if holder.get('listening') and is_our_vllm(holder.get('cmdline'), inst.get('port')):
+        if holder.get('listening') and held_by(holder, is_our_vllm, inst.get('port')):
             out.add(inst.get('name'))
     return out
 
@@ -189,7 +196,7 @@ def check_ports(record):
     for inst in _started(record):
         port = inst.get('port')
         holder = ports.get(str(port)) or {}
-        if holder.get('listening') and not is_our_vllm(holder.get('cmdline'), port):
+        if holder.get('listening') and not held_by(holder, is_our_vllm, port):
             found.append(_port_owner_finding(
                 host, port, 'instance %s' % inst.get('name'), holder,
                 'Stop that process, or give instance %s another port (port of vllm_instance_instances).'
@@ -199,7 +206,7 @@ def check_ports(record):
         for key, var in (('port', 'mooncake_master_port'), ('metrics_port', 'mooncake_master_metrics_port')):
             port = master.get(key)
             holder = ports.get(str(port)) or {}
-            if port and holder.get('listening') and not is_our_master(holder.get('cmdline')):
+            if port and holder.get('listening') and not held_by(holder, is_our_master):
                 found.append(_port_owner_finding(
                     host, int(port), 'Mooncake master %s' % key.replace('_', ' '), holder,
                     'Stop that process, or choose another port (%s).' % var))
@@ -311,7 +318,7 @@ def master_running(records):
     for record in records:
         master = record.get('master') or {}
         holder = ((record.get('facts') or {}).get('ports') or {}).get(str(master.get('port'))) or {}
-        if master.get('is_master') and holder.get('listening') and is_our_master(holder.get('cmdline')):
+        if master.get('is_master') and holder.get('listening') and held_by(holder, is_our_master):
             return True
     return False
 

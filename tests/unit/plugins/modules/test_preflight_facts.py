@@ -175,6 +175,10 @@ def test_listener_is_this_process_with_its_command_line(server):
     mine = got[str(port)]
     assert mine['listening'] is True and mine['address'] == '127.0.0.1' and mine['addresses'] == ['127.0.0.1']
     assert mine['pid'] == os.getpid()
+    with open('/proc/%d/cmdline' % os.getppid(), 'rb') as handle:
+        parent = [a.decode() for a in handle.read().split(b'\0') if a]
+    if os.getppid() > 1:
+        assert mine['ancestors'][0] == parent                    # the parent's command line comes first
     assert mine['cmdline'] == own_cmdline() and mine['cmdline']
 
 

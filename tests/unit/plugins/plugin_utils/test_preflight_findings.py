@@ -598,3 +598,22 @@ def test_no_checks_selected_runs_none(npu_smi):
 ])
 def test_host_path_follows_the_container_volumes(path, volumes, expected):
     assert host_path(path, volumes) == expected
+
+
+# --- listeners renamed by setproctitle (vLLM's API server workers, engine processes) ---------------------------
+
+def test_a_renamed_child_of_our_vllm_holds_the_port_and_counts_as_ours():
+    worker = {'listening': True, 'address': '172.31.250.11', 'pid': 4711, 'cmdline': ['VLLM::APIServer_0'],
+              'addresses': ['172.31.250.11'],
+              'ancestors': [['/usr/bin/python3', '/usr/local/bin/vllm', 'serve', '/m', '--port', '8002'],
+                            ['/usr/bin/containerd-shim-runc-v2']]}
+    assert preflight_filter.FilterModule().filters()  # the filter module loads
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight as logic
+    assert logic.held_by(worker, logic.is_our_vllm, 8002)
+    assert not logic.held_by(worker, logic.is_our_vllm, 8003)
+    stranger = dict(worker, ancestors=[['/usr/sbin/sshd', '-D']])
+    assert not logic.held_by(stranger, logic.is_our_vllm, 8002)
+    # The judgement: the running instance holds its own port through its worker (no port finding, NPUs its own).
+    nodes = two_nodes()
+    nodes[0]['facts']['ports']['8002'] = worker
+    assert 'port' not in checks_of(judge(nodes))
