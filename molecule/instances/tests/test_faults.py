@@ -7,9 +7,12 @@ interrupted with SIGINT like Ctrl-C); the NPU faults and the skewed clock are th
 """
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,17 @@ def master_pid():
     return int(out.split()[0]) if rc == 0 and out.split() else None
 
 
+def node_clock_offset(node):
+    """The node's wall clock minus this machine's, as a process of a new SSH session there sees it (seconds)."""
+    before = time.time()
+    proc = subprocess.run(['ssh', '-i', str(lib.REPO / '.sim' / 'id_ed25519'), '-o', 'StrictHostKeyChecking=no',
+                           '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR',
+                           '-o', 'ControlMaster=no', 'root@%s' % lib.ADDRESS[node],
+                           'python3 -c "import time; print(time.time())"'],
+                          stdout=subprocess.PIPE, universal_newlines=True, timeout=60, check=False)
+    return float(proc.stdout.strip() or 'nan') - (before + time.time()) / 2
+
+
 def failure_text(run):
     """The run's output with the yaml callback's line wrapping undone."""
     return ' '.join(run.stdout.split())
@@ -77,7 +91,12 @@ def test_preflight_names_every_finding_in_one_summary_before_anything_changes(de
                                'dd if=/dev/zero of=%s/extra.safetensors bs=1k count=4 2>/dev/null' % MODEL)
     node_faults.append(lambda: lib.sh(lib.NODES['node2'], 'rm -f %s/extra.safetensors; pkill -f "http.server [8]003"'
                                       % MODEL))
-    run = site(extra_vars={
+    assert 25 < node_clock_offset('node2') < 35, 'test equipment: the SIMULATED clock skew did not take effect'
+    # New SSH connections for this run: the SIMULATED skew reaches processes of sessions opened after `fault set`
+    # (mockctl closes the open ones too; a fresh control path makes it certain for Ansible's ControlPersist).
+    control_dir = tempfile.mkdtemp(prefix='kvpool-cp-')
+    node_faults.append(lambda: shutil.rmtree(control_dir, ignore_errors=True))
+    run = site(env={'ANSIBLE_SSH_CONTROL_PATH_DIR': control_dir}, extra_vars={
         'vllm_instance_instances': TWO,
         'mooncake_config_global_segment_size': '400GB',
         'preflight_container_enabled': True, 'preflight_container_image': 'quay.io/ascend/vllm-ascend:v0.22.1rc1',
@@ -100,7 +119,11 @@ def test_preflight_names_every_finding_in_one_summary_before_anything_changes(de
         'WARNING node1 deprecated:',
     ]
     missing = [e for e in expected if e not in text]
-    assert not missing, (missing, text[-8000:])
+    if missing:   # the summary lines and the nodes' clocks as the module sees them now, for the failure message
+        summary = [line for line in run.stdout.splitlines() if line.startswith(('ERROR ', 'WARNING '))]
+        clocks = dict((n, lib.module(n, 'ascend.kvpool.preflight_facts', {'ports': [22]}).get('clock'))
+                      for n in lib.NODES)
+        pytest.fail('not in the summary: %s\nsummary:\n%s\nclocks now: %s' % (missing, '\n'.join(summary), clocks))
     assert 'ahead of the other nodes' in text and 'ERROR node1 clock' not in text
     assert text.count('Fix:') >= len(expected)
 
