@@ -9,14 +9,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import os
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import host_values, write_json_report
 
 ARGUMENT_SPEC = dict(
     result_var=dict(type='str', default='npu_network_node_result'),
@@ -25,11 +22,6 @@ ARGUMENT_SPEC = dict(
     label=dict(type='str', default=''),
     path=dict(type='path'),
 )
-
-
-def _plain(value):
-    """Templated host variables as plain JSON data."""
-    return json.loads(json.dumps(value, default=str))
 
 
 class ActionModule(ActionBase):
@@ -46,19 +38,13 @@ class ActionModule(ActionBase):
         all_hosts = args['all_hosts']
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
-        node_results = {}
-        for host in hosts:
-            host_vars = hostvars.get(host) or {}
-            if args['result_var'] in host_vars:
-                node_results[host] = _plain(host_vars[args['result_var']])
+        node_results = host_values(hostvars, args['result_var'], hosts)
         report = npu_network_report(node_results, all_hosts, args['label'])
         result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'])
         if args['path']:
-            path = os.path.abspath(os.path.expanduser(args['path']))
             try:
-                write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + '\n')
+                result['path'] = write_json_report(args['path'], report)
             except (IOError, OSError) as e:
                 raise AnsibleActionFail('cannot write the report to %s: %s (set npu_network_report_path)'
-                                        % (path, e.strerror or e)) from e
-            result['path'] = path
+                                        % (args['path'], e.strerror or e)) from e
         return result

@@ -2,7 +2,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pure helpers for the Mooncake KV pool: sizes, memory fit, master argv and address, fingerprints, logs.
+"""Pure helpers for the Mooncake KV pool: mooncake.json sizes, master argv and address, fingerprints, logs.
 
 No I/O here: text and values in, data out, so everything is unit-tested without a node.
 
@@ -63,6 +63,12 @@ def parse_size(value):
 
     Units are 1024-based whatever their spelling (as vllm-ascend reads ``mooncake.json``).
     Raises ValueError with a message naming the value.
+
+    This reads a ``mooncake.json`` that exists, as vllm-ascend reads it, so it is lenient where vllm-ascend is:
+    decimals that give whole bytes (``"1.5GB"``, ``2.0``), any case of the unit, spaces around. What the roles take
+    as input is checked by ``plugin_utils/sizes.py``'s ``size_bytes`` instead, which is strict on purpose (whole
+    numbers only, as the roles always accepted) and takes its multipliers from ``_UNITS`` here, so both read every
+    unit the same way.
     """
     if isinstance(value, bool) or value is None:
         raise ValueError('%r is not a size (use bytes or a string like "100GB")' % (value,))
@@ -90,92 +96,6 @@ def parse_size(value):
     return int(number) * mult
 
 
-def format_gib(nbytes, digits=1):
-    """``nbytes`` as a GiB figure for messages: ``"100 GiB"``, ``"23.4 GiB"``."""
-    gib = float(nbytes) / GIB
-    if gib == int(gib):
-        return '%d GiB' % int(gib)
-    return ('%.' + str(digits) + 'f GiB') % gib
-
-
-def check_gib_size(value, name, allow_zero=False):
-    """Validate a whole-GiB size: returns ``{ok, bytes, gib, error}`` (error names ``name`` and the fix)."""
-    try:
-        nbytes = parse_size(value)
-    except ValueError as exc:
-        return {'ok': False, 'bytes': None, 'gib': None, 'error': '%s: %s' % (name, exc)}
-    if nbytes == 0 and not allow_zero:
-        return {'ok': False, 'bytes': 0, 'gib': 0, 'error': '%s: %r is zero; give a size of at least 1GB'
-                % (name, value)}
-    if nbytes % GIB:
-        lower = nbytes // GIB
-        hint = ('"%dGB" or "%dGB"' % (lower, lower + 1)) if lower else '"1GB"'
-        return {'ok': False, 'bytes': nbytes, 'gib': float(nbytes) / GIB,
-                'error': '%s: %r is %d bytes (%s), not a whole number of GiB; use %s'
-                         % (name, value, nbytes, format_gib(nbytes, 2), hint)}
-    return {'ok': True, 'bytes': nbytes, 'gib': nbytes // GIB, 'error': ''}
-
-
-def parse_gib_size(value, name, allow_zero=False):
-    """Bytes of a whole-GiB size; raises ValueError with the message of :func:`check_gib_size`."""
-    res = check_gib_size(value, name, allow_zero)
-    if not res['ok']:
-        raise ValueError(res['error'])
-    return res['bytes']
-
-
-# --- host memory ---------------------------------------------------------------------------------------------------
-def parse_meminfo(text):
-    """``/proc/meminfo`` as ``{key: bytes}`` (values given in kB are converted)."""
-    out = {}
-    for line in (text or '').splitlines():
-        key, sep, rest = line.partition(':')
-        if not sep:
-            continue
-        parts = rest.split()
-        if not parts or not parts[0].isdigit():
-            continue
-        val = int(parts[0])
-        if len(parts) > 1 and parts[1].lower() == 'kb':
-            val *= 1024
-        out[key.strip()] = val
-    return out
-
-
-def memory_fit(tensor_parallel_size, global_segment_size, local_buffer_size, mem_total, reserve=0, instances=1):
-    """Whether ``instances x TP x (segment + buffer) + reserve`` fits in ``mem_total`` (all bytes).
-
-    Every TP rank of a vLLM-Ascend instance creates its own Mooncake store client, each registering a global
-    segment and a local buffer in host DRAM.
-    """
-    tp = int(tensor_parallel_size)
-    inst = int(instances)
-    per_rank = int(global_segment_size) + int(local_buffer_size)
-    pool = inst * tp * per_rank
-    needed = pool + int(reserve)
-    return {
-        'ok': needed <= int(mem_total),
-        'per_rank_bytes': per_rank,
-        'pool_bytes': pool,
-        'needed_bytes': needed,
-        'available_bytes': int(mem_total),
-        'needed_gib': round(float(needed) / GIB, 1),
-        'available_gib': round(float(mem_total) / GIB, 1),
-        'shortfall_gib': round(max(0.0, float(needed - int(mem_total)) / GIB), 1),
-    }
-
-
-def memory_fit_message(host, fit, tensor_parallel_size, global_segment_size, local_buffer_size, reserve=0,
-                       instances=1, prefix='mooncake_config'):
-    """The operator's error when :func:`memory_fit` is not ok: host, needed and available GiB, and the fix."""
-    inst = '' if int(instances) == 1 else '%d instances x ' % int(instances)
-    return ('%s: %sTP %d x (global_segment_size %s + local_buffer_size %s) + reserve %s needs %s GiB of host '
-            'memory, but MemTotal is %s GiB. Lower %s_global_segment_size (or %s_tensor_parallel_size), '
-            'or add memory.'
-            % (host, inst, int(tensor_parallel_size), format_gib(global_segment_size), format_gib(local_buffer_size),
-               format_gib(reserve), fit['needed_gib'], fit['available_gib'], prefix, prefix))
-
-
 # --- master address ------------------------------------------------------------------------------------------------
 def split_endpoints(endpoints):
     """etcd endpoints from a list or a ``;``/``,`` separated string, stripped, without empties."""
@@ -189,23 +109,12 @@ def split_endpoints(endpoints):
 
 
 def format_host_port(host, port):
+    """``host:port``, an IPv6 host in brackets (``[fd00::1]:50088``); the one rule for every endpoint the collection
+    writes (master address, metrics and health URLs, vLLM endpoints via ``_vllm``, pre-flight's master endpoint)."""
     host = str(host).strip()
     if ':' in host and not host.startswith('['):
         host = '[%s]' % host
     return '%s:%d' % (host, int(port))
-
-
-def render_master_address(host, port, ha=False, etcd_endpoints=None):
-    """``master_server_address`` of mooncake.json: ``host:port``, or ``etcd://e1;e2`` for HA masters."""
-    if ha:
-        eps = split_endpoints(etcd_endpoints)
-        if not eps:
-            raise ValueError('HA master needs at least one etcd endpoint (host:port)')
-        eps = [e[len('etcd://'):] if e.startswith('etcd://') else e for e in eps]
-        return 'etcd://' + ';'.join(eps)
-    if not host or not str(host).strip():
-        raise ValueError('master host is empty')
-    return format_host_port(host, port)
 
 
 def parse_master_address(address):

@@ -264,3 +264,50 @@ def parse_list(text):
         elif key == "chip count" and current is not None:
             current["chip_count"] = value
     return result
+
+
+# Where npu-smi lies when it is not on PATH (the driver's install locations).
+SEARCH_DIRS = ['/usr/local/bin', '/usr/local/sbin', '/usr/local/Ascend/driver/tools']
+
+
+def commands(tool):
+    """The two reads of facts(): the NPU table and the NPU count."""
+    return [[tool, 'info'], [tool, 'info', '-l']]
+
+
+def facts(info, listing):
+    """The facts of ``npu-smi info`` and ``npu-smi info -l`` (run results: dicts with rc, stdout, stderr).
+
+    Returns the facts (driver_loaded, version, count, npus, healthy_npus, unhealthy_npus, processes, busy_npus),
+    or ``{'failed': True, 'msg': ...}`` when npu-smi itself failed.
+    """
+    err = driver_error('\n'.join([info['stdout'], info['stderr'], listing['stdout'], listing['stderr']]))
+    if err:
+        return dict(driver_loaded=False, driver_error=err, driver_message=driver_error_message(err), version=None,
+                    count=0, npus=[], healthy_npus=[], unhealthy_npus=[], processes=[], busy_npus=[])
+    if info['rc'] != 0:
+        return dict(failed=True, msg='npu-smi info failed with rc %s: %s'
+                    % (info['rc'], (info['stderr'] or info['stdout']).strip()[-500:]))
+    parsed = parse_info(info['stdout'])
+    listed = parse_list(listing['stdout']) if listing['rc'] == 0 else {}
+    npus = []
+    for n in parsed.get('npus') or []:
+        n = dict(n)
+        n['healthy'] = judge_health(n.get('health'))
+        npus.append(n)
+    processes = parsed.get('processes') or []
+    count = listed.get('total')
+    if count is None:
+        count = len(set(n['npu'] for n in npus))
+    return dict(
+        driver_loaded=True,
+        version=parsed.get('version'),
+        count=count,
+        npus=npus,
+        healthy_npus=sorted(set(n['npu'] for n in npus if n['healthy'])),
+        unhealthy_npus=[{'npu': n['npu'], 'health': n.get('health'),
+                         'raw': health_row(info['stdout'], n['npu'], n.get('health'))}
+                        for n in npus if not n['healthy']],
+        processes=processes,
+        busy_npus=sorted(set(pr['npu'] for pr in processes)),
+    )

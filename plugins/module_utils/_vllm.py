@@ -32,6 +32,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import stat_fields
 
 # --- versions ----------------------------------------------------------------------------------------------
@@ -352,10 +353,8 @@ def probe_host(host):
     return host
 
 
-def format_host_port(host, port):
-    if ':' in host and not host.startswith('['):
-        return '[%s]:%s' % (host, port)
-    return '%s:%s' % (host, port)
+# ``host:port`` of an endpoint (IPv6 in brackets): the collection's one rule, used by vllm_server and filter/vllm.py.
+format_host_port = _mooncake.format_host_port
 
 
 def stat_state(stat_text):

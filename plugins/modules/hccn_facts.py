@@ -178,7 +178,6 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_o
 
 MAX_DEVICE_ID = 15
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
-NPU_SMI_DIRS = ['/usr/local/bin', '/usr/local/sbin', '/usr/local/Ascend/driver/tools']
 TRANSIENT_POLL = 0.25
 QUERY_NAMES = tuple(q[0] for q in _hccn.QUERIES)
 
@@ -303,14 +302,14 @@ def main():
 
     started = time.monotonic()
     node_findings = []
-    npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=NPU_SMI_DIRS)
+    npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if p['devices']:
         device_ids = sorted(set(p['devices']))
     else:
         device_ids, node_findings = discover_devices(npu_smi, p['command_timeout'])
     if p['npu_health'] and not npu_smi:
         module.fail_json(msg='npu_health needs npu-smi, which is not on this host (looked on PATH and in %s); '
-                             'set npu_smi_path or npu_health: false' % ', '.join(NPU_SMI_DIRS))
+                             'set npu_smi_path or npu_health: false' % ', '.join(_npu_smi.SEARCH_DIRS))
 
     checks = [c for c in QUERY_NAMES if c in p['checks']]
     argv_tail = dict(_hccn.QUERIES)

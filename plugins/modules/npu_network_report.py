@@ -22,16 +22,8 @@ description:
     own process whatever host the task targets, and nothing is sent to a node.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
-attributes:
-  check_mode:
-    support: full
-    description: Reads host variables only; the JSON report is an output of the run and is written in check mode too.
-  diff_mode:
-    support: none
-    description: Nothing on a node changes.
-  idempotent:
-    support: full
-    description: The same findings give the same report.
+extends_documentation_fragment:
+  - ascend.kvpool.controller_report
 options:
   result_var:
     description: Name of the host variable that holds each node's results.
@@ -45,13 +37,6 @@ options:
     description: Every host the play started with; those without results are reported as not answering.
     type: list
     elements: str
-  label:
-    description: Free text shown in the summary and stored in the report.
-    type: str
-    default: ""
-  path:
-    description: Controller path of the JSON report; not written when omitted.
-    type: path
 seealso:
   - module: ascend.kvpool.hccn_facts
   - module: ascend.kvpool.hccn_ping

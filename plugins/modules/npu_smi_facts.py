@@ -101,53 +101,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
 
-NPU_SMI_DIRS = ['/usr/local/bin', '/usr/local/sbin', '/usr/local/Ascend/driver/tools']
-
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(npu_smi_path=dict(type='path')),
         supports_check_mode=True,
     )
-    tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=NPU_SMI_DIRS)
+    tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
         module.fail_json(msg='npu-smi not found on this host (looked on PATH and in %s); install the Ascend driver '
-                             'or set npu_smi_path' % ', '.join(NPU_SMI_DIRS))
+                             'or set npu_smi_path' % ', '.join(_npu_smi.SEARCH_DIRS))
 
-    info, listing = run_parallel([[tool, 'info'], [tool, 'info', '-l']])
-    err = _npu_smi.driver_error('\n'.join([info['stdout'], info['stderr'], listing['stdout'], listing['stderr']]))
-    if err:
-        module.exit_json(changed=False, driver_loaded=False, driver_error=err,
-                         driver_message=_npu_smi.driver_error_message(err), version=None, count=0, npus=[],
-                         healthy_npus=[], unhealthy_npus=[], processes=[], busy_npus=[])
-    if info['rc'] != 0:
-        module.fail_json(msg='npu-smi info failed with rc %s: %s' % (info['rc'], (info['stderr'] or info['stdout'])
-                                                                     .strip()[-500:]))
-
-    parsed = _npu_smi.parse_info(info['stdout'])
-    listed = _npu_smi.parse_list(listing['stdout']) if listing['rc'] == 0 else {}
-    npus = []
-    for n in parsed.get('npus') or []:
-        n = dict(n)
-        n['healthy'] = _npu_smi.judge_health(n.get('health'))
-        npus.append(n)
-    processes = parsed.get('processes') or []
-    count = listed.get('total')
-    if count is None:
-        count = len(set(n['npu'] for n in npus))
-    module.exit_json(
-        changed=False,
-        driver_loaded=True,
-        version=parsed.get('version'),
-        count=count,
-        npus=npus,
-        healthy_npus=sorted(set(n['npu'] for n in npus if n['healthy'])),
-        unhealthy_npus=[{'npu': n['npu'], 'health': n.get('health'),
-                         'raw': _npu_smi.health_row(info['stdout'], n['npu'], n.get('health'))}
-                        for n in npus if not n['healthy']],
-        processes=processes,
-        busy_npus=sorted(set(pr['npu'] for pr in processes)),
-    )
+    res = _npu_smi.facts(*run_parallel(_npu_smi.commands(tool)))
+    if res.get('failed'):
+        module.fail_json(msg=res['msg'])
+    module.exit_json(changed=False, **res)
 
 
 if __name__ == '__main__':

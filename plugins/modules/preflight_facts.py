@@ -16,8 +16,8 @@ version_added: 0.2.0
 description:
   - Reads the node's memory (C(/proc/meminfo)), who listens on the given TCP ports (C(/proc/net/tcp),
     C(/proc/net/tcp6) and the owning process's command line), the given model directories, whether TCP
-    connections to the given C(host:port) targets succeed, the container runtime and images, and the
-    node's wall clock.
+    connections to the given C(host:port) targets succeed, the container runtime and images, the node's
+    wall clock and, with O(npu_smi=true), the NPUs as M(ascend.kvpool.npu_smi_facts) reads them.
   - The action plugin of the same name brackets the module with the controller's clock, so the result
     carries the node's clock offset and its uncertainty (half the round trip without the probing time).
   - All probes run concurrently; the module reads only and changes nothing on the node.
@@ -62,6 +62,15 @@ options:
     type: list
     elements: str
     default: []
+  npu_smi:
+    description:
+      - Also read C(npu-smi info) and C(npu-smi info -l), concurrently with the other probes, and return them
+        as RV(npu) (the facts of M(ascend.kvpool.npu_smi_facts)), saving that module's round trip.
+    type: bool
+    default: false
+  npu_smi_path:
+    description: Path of C(npu-smi); default the one on C(PATH) or in the driver's install directories.
+    type: path
 seealso:
   - module: ascend.kvpool.npu_smi_facts
 """
@@ -128,6 +137,13 @@ container:
       presence; null when the runtime is absent), empty when I(images) is not given.
   returned: always
   type: dict
+npu:
+  description:
+    - The facts M(ascend.kvpool.npu_smi_facts) returns (C(driver_loaded), C(count), C(npus), C(healthy_npus),
+      C(unhealthy_npus), C(processes), C(busy_npus), ...), or C(failed) and C(msg) when npu-smi is missing or
+      fails. The module itself does not fail for that, the judgement names it.
+  returned: when O(npu_smi=true)
+  type: dict
 """
 
 import os
@@ -136,8 +152,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _preflight
-from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
+from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute, run_parallel
 
 
 def read_text(path):
@@ -276,6 +292,8 @@ def main():
             connect_timeout=dict(type='float', default=3.0),
             container_runtime=dict(type='str', default='docker'),
             images=dict(type='list', elements='str', default=[]),
+            npu_smi=dict(type='bool', default=False),
+            npu_smi_path=dict(type='path'),
         ),
         supports_check_mode=True,
     )
@@ -288,7 +306,11 @@ def main():
         module.fail_json(msg='connect targets must be host:port (or [v6]:port), got %s' % bad)
     epoch = time.time()
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=4 + len(p['connect'])) as pool:
+    npu_smi = None
+    if p['npu_smi']:
+        npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
+    with ThreadPoolExecutor(max_workers=5 + len(p['connect'])) as pool:
+        npus = pool.submit(read_npus, npu_smi) if npu_smi else None
         ports = pool.submit(port_listeners, sorted(set(p['ports'])))
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
         connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
@@ -303,8 +325,17 @@ def main():
             connect=dict((t, f.result()) for t, f in connects),
             container=container.result(),
         )
+        if p['npu_smi']:
+            result['npu'] = npus.result() if npus else dict(
+                failed=True, msg='npu-smi not found on this host (looked on PATH and in %s); install the Ascend '
+                                 'driver or set npu_smi_path' % ', '.join(_npu_smi.SEARCH_DIRS))
     result['probe_s'] = round(time.monotonic() - started, 4)
     module.exit_json(**result)
+
+
+def read_npus(tool):
+    """The NPU facts, read with npu-smi's two queries run concurrently."""
+    return _npu_smi.facts(*run_parallel(_npu_smi.commands(tool)))
 
 
 def _valid_target(target):

@@ -149,6 +149,10 @@ options:
   wait:
     description:
       - Wait for the health gate. C(false) returns right after the launch (see the description).
+      - With C(false), an instance that already ran with the same settings (not launched by an earlier C(false)
+        call still loading) gets one poll of the health gate, without waiting, and is reported C(healthy) when it
+        passes; otherwise C(unknown), and a later call with C(true) waits for it (and restarts it when it stays
+        unhealthy).
     type: bool
     default: true
   ready_timeout:
@@ -263,7 +267,7 @@ reason:
 health:
   description:
     - C(healthy) (passed the health gate), C(starting) (launched, not waited for), C(unknown) (check mode, nothing
-      polled) or C(stopped).
+      polled; or O(wait=false) and one poll of a running instance did not pass the gate) or C(stopped).
   returned: always
   type: str
   sample: healthy
@@ -639,8 +643,17 @@ def main():
         action, reason = 'started', ('not running (pid file %s)' % pid_path if recorded else 'never started here')
     elif recorded.get('fingerprint') != fp:
         action, reason = 'restarted', 'settings changed'
+    elif not p['wait'] and awaiting:
+        result['health'] = 'starting'
     elif not p['wait']:
-        result['health'] = 'starting' if awaiting else 'unknown'
+        # Already ran before this launch: one poll of the gate (no waiting). Healthy needs no later wait; anything
+        # else is left to the wait (wait=true), which restarts an instance that stays unhealthy.
+        last['deadline'] = time.time() + 2.0
+        res = wait_until(gate(), 0, p['poll_interval'], alive=lambda: same_process(target, current) == running)
+        result['models'] = last['models']
+        result['health'] = 'healthy' if res['ready'] else 'unknown'
+        if res['ready']:
+            result['ready_seconds'] = res['elapsed']
     else:
         res = wait_for(running, (recorded.get('started_at') or 0) if awaiting else time.time())
         result['ready_seconds'] = round(time.time() - recorded['started_at'], 3) \

@@ -15,6 +15,9 @@ Pure functions, unit-tested without Ansible. One record per node, as the ``prefl
 
 The model directories checked are the instances' ``model`` values.
 
+The rules the mooncake_config and vllm_instance roles apply too live here once, and reach those roles as filters
+(plugins/filter/kvpool.py): :func:`memory_shortfall`, :func:`hash_seed_mismatch`, :func:`master_endpoint`.
+
 ``settings``: ``checks`` (list, default all of CHECKS; ``facts`` always runs), ``max_clock_skew_s`` (float),
 ``compare_model_size`` (bool), ``master_started`` (bool: the master must answer now, an error otherwise. Before
 the master phase an unreachable master only counts when the master's own node shows it running, and then as a
@@ -26,6 +29,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
 
 GIB = 1073741824.0
 CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated')
@@ -161,6 +166,38 @@ def check_npus(record):
     return found
 
 
+def _gib_size(value):
+    """A configured size for messages: ``100 GiB`` when whole, else ``1.5 GiB``."""
+    value = int(value or 0)
+    return '%d GiB' % (value // int(GIB)) if value % int(GIB) == 0 else _gib(value)
+
+
+def memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0):
+    """Bytes of host memory a node's share of the pool needs: every TP rank of every instance (``tp_sizes``: the
+    tensor parallel size of each instance) runs its own Mooncake store client, which registers a global segment and
+    a local buffer in host DRAM; plus the reserve kept free beside the pool."""
+    ranks = sum(int(tp) for tp in tp_sizes or [])
+    return ranks * (int(segment_bytes or 0) + int(buffer_bytes or 0)) + int(reserve_bytes or 0)
+
+
+def memory_shortfall(mem_total, tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0):
+    """'' when :func:`memory_needed` fits in ``mem_total`` (bytes, /proc/meminfo's MemTotal); otherwise what does
+    not fit, for the operator: ``2 instance(s) x TP 4 x (global_segment_size 100 GiB + local_buffer_size 1 GiB) +
+    reserve 8 GiB needs 816.0 GiB, but MemTotal is 23.5 GiB`` (``with 6 TP rank(s) in all`` instead of ``x TP 4``
+    when the instances' TP sizes differ). The caller adds the host and the fix naming its own variables."""
+    tp_sizes = [int(tp) for tp in tp_sizes or []]
+    needed = memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes)
+    if needed <= int(mem_total):
+        return ''
+    if tp_sizes and len(set(tp_sizes)) == 1:
+        ranks = 'x TP %d' % tp_sizes[0]
+    else:
+        ranks = 'with %d TP rank(s) in all' % sum(tp_sizes)
+    return ('%d instance(s) %s x (global_segment_size %s + local_buffer_size %s) + reserve %s needs %s, '
+            'but MemTotal is %s' % (len(tp_sizes), ranks, _gib_size(segment_bytes), _gib_size(buffer_bytes),
+                                    _gib_size(reserve_bytes), _gib(needed), _gib(int(mem_total))))
+
+
 def check_memory(record):
     host = record['host']
     mem = record.get('memory') or {}
@@ -168,17 +205,13 @@ def check_memory(record):
     started = _started(record)
     if not total or not started or not mem:
         return []
-    per_rank = int(mem.get('segment_bytes') or 0) + int(mem.get('local_buffer_bytes') or 0)
-    ranks = sum(int(i.get('tensor_parallel_size') or len(i.get('devices') or [])) for i in started)
-    needed = ranks * per_rank + int(mem.get('reserve_bytes') or 0)
-    if needed <= total:
+    shortfall = memory_shortfall(
+        total, [i.get('tensor_parallel_size') or len(i.get('devices') or []) for i in started],
+        mem.get('segment_bytes'), mem.get('local_buffer_bytes'), mem.get('reserve_bytes'))
+    if not shortfall:
         return []
     return [_finding(
-        host, 'memory',
-        '%d instance(s) with %d TP rank(s) in all x (global_segment_size %s + local_buffer_size %s) + reserve %s '
-        'needs %s, but MemTotal is %s'
-        % (len(started), ranks, _gib(mem.get('segment_bytes') or 0), _gib(mem.get('local_buffer_bytes') or 0),
-           _gib(mem.get('reserve_bytes') or 0), _gib(needed), _gib(total)),
+        host, 'memory', shortfall,
         'Lower mooncake_config_global_segment_size (or the instances and their TP), or add memory. On 910B with '
         'HDK < 25.5 only about 20-32 GiB per NPU can be registered.')]
 
@@ -283,12 +316,33 @@ def check_container(record):
     return []
 
 
+def hash_seeds(plans):
+    """``(host, instance, seed)`` of every instance of ``plans`` (each ``{'host', 'instances'}`` as
+    ``vllm_instance_plan`` returns it), in order; the seed as text, ``unset`` when its env has none."""
+    out = []
+    for plan in plans or []:
+        for inst in (plan or {}).get('instances') or []:
+            seed = (inst.get('env') or {}).get('PYTHONHASHSEED')
+            out.append((plan.get('host'), inst.get('name'), 'unset' if seed in (None, '') else str(seed)))
+    return out
+
+
+def hash_seed_mismatch(plans):
+    """``['host/instance=seed', ...]`` of every instance of ``plans`` when their PYTHONHASHSEED values are not all
+    the same (vLLM's prefix block hashes then differ, and no instance hits KV blocks another one stored); ``[]``
+    when they agree."""
+    seeds = hash_seeds(plans)
+    if len(set(entry[2] for entry in seeds)) < 2:
+        return []
+    return ['%s/%s=%s' % entry for entry in seeds]
+
+
 def check_hash_seed(records):
-    found, seeds = [], {}
+    found, fixed = [], []
     for record in records:
+        instances = []
         for inst in _started(record):
             seed = (inst.get('env') or {}).get('PYTHONHASHSEED')
-            where = '%s/%s' % (record['host'], inst.get('name'))
             if seed in (None, '') or str(seed) == 'random':
                 found.append(_finding(
                     record['host'], 'hash_seed',
@@ -296,18 +350,20 @@ def check_hash_seed(records):
                     % (inst.get('name'), 'unset' if seed in (None, '') else 'random'),
                     'Set vllm_instance_python_hash_seed to one fixed value (the guide works with 0) on every node.'))
             else:
-                seeds.setdefault(str(seed), []).append(where)
-    if len(seeds) > 1:
-        common = max(seeds, key=lambda s: len(seeds[s]))
-        text = '; '.join('%s=%s' % (', '.join(w), s) for s, w in sorted(seeds.items()))
-        for seed, where in sorted(seeds.items()):
-            if seed == common:
-                continue
-            for item in where:
+                instances.append(inst)
+        fixed.append({'host': record['host'], 'instances': instances})
+    differ = hash_seed_mismatch(fixed)
+    if differ:
+        counts = {}
+        for entry in hash_seeds(fixed):
+            counts[entry[2]] = counts.get(entry[2], 0) + 1
+        common = max(counts, key=counts.get)  # the first seen of the most used seeds
+        for entry in hash_seeds(fixed):
+            if entry[2] != common:
                 found.append(_finding(
-                    item.split('/')[0], 'hash_seed',
+                    entry[0], 'hash_seed',
                     'PYTHONHASHSEED differs between instances (%s): cross-node KV hits would silently never happen'
-                    % text,
+                    % '; '.join(differ),
                     'Set vllm_instance_python_hash_seed (and any PYTHONHASHSEED in vllm_instance_environment) to '
                     'one value for all nodes.'))
     return found
@@ -323,6 +379,34 @@ def master_running(records):
     return False
 
 
+def master_host(master_hosts, hostvars, address=''):
+    """The host (name or address) the nodes reach the Mooncake master at: ``address`` when set (the operator's
+    override), else the first of ``master_hosts`` (the master group) at its ``mooncake_config_node_address``, else
+    its ``ansible_host``, else its inventory name; '' when there is neither an address nor a master host.
+    ``hostvars``: Ansible's hostvars (or any mapping of inventory name to that host's variables)."""
+    if address:
+        return str(address)
+    if not master_hosts:
+        return ''
+    name = master_hosts[0]
+    own = hostvars[name] if hostvars and name in hostvars else {}
+    for key in ('mooncake_config_node_address', 'ansible_host'):
+        if key in own:
+            return str(own[key])
+    return str(name)
+
+
+def master_endpoint(master_hosts, hostvars, port, address='', ha=False, etcd_endpoints=None):
+    """mooncake.json's ``master_server_address``: ``host:port`` of :func:`master_host` (IPv6 in brackets), or with
+    ``ha`` ``etcd://e1;e2`` of the etcd endpoints (an ``etcd://`` prefix of an endpoint is dropped); '' without
+    ``ha`` when :func:`master_host` finds no master."""
+    if ha:
+        endpoints = [str(e) for e in etcd_endpoints or []]
+        return 'etcd://' + ';'.join(e[len('etcd://'):] if e.startswith('etcd://') else e for e in endpoints)
+    host = master_host(master_hosts, hostvars, address)
+    return format_host_port(host, port) if host else ''
+
+
 def check_master(record, severity='error'):
     host, master = record['host'], record.get('master') or {}
     target = master.get('target')
@@ -335,6 +419,20 @@ def check_master(record, severity='error'):
                      'Check that mooncake_master runs on %s and listens on an address this node reaches '
                      '(mooncake_master_rpc_address), and that no firewall blocks port %s.'
                      % (target.rpartition(':')[0], target.rpartition(':')[2]), severity)]
+
+
+def master_reached(records):
+    """Whether every record's node connected to its master target (the pre-flight's ``connect`` probe): then a
+    check of the master's reachability after the master phase is only needed when that phase changed the master.
+    False when a record has no target or no answer (the master check was off, HA masters, a failed probe)."""
+    if not records:
+        return False
+    for record in records:
+        target = ((record or {}).get('master') or {}).get('target')
+        result = (((record or {}).get('facts') or {}).get('connect') or {}).get(target) if target else None
+        if not result or not result.get('ok'):
+            return False
+    return True
 
 
 def _median(values):

@@ -2,12 +2,14 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Report files the action plugins write on the controller (outputs of a run, not managed state)."""
+"""Report files the action plugins write on the controller (outputs of a run, not managed state), and the host
+variables they are built from."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 
@@ -21,3 +23,22 @@ def write_atomic(path, text):
     with open(tmp, 'w') as handle:
         handle.write(text)
     os.replace(tmp, path)
+
+
+def host_values(hostvars, var, hosts):
+    """``{host: value}`` of the host variable ``var`` of each of ``hosts`` that has it, as plain JSON data
+    (templated, lazily evaluated host variables resolved)."""
+    out = {}
+    for host in hosts:
+        values = hostvars.get(host) or {}
+        if var in values:
+            out[host] = json.loads(json.dumps(values[var], default=str))
+    return out
+
+
+def write_json_report(path, report):
+    """Write ``report`` as indented JSON to ``path`` (user and variables expanded, made absolute) with
+    :func:`write_atomic`; returns the path written. Raises OSError/IOError."""
+    path = os.path.abspath(os.path.expanduser(path))
+    write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + '\n')
+    return path

@@ -1,7 +1,9 @@
 """Tests of the mock Atlas test equipment itself: the SIMULATED hccn_tool / npu-smi stubs and mockctl.
 
-Most tests run the stub scripts directly on this machine against fabric files in a temp dir (no docker):
-MOCK_ATLAS_FABRIC points them at the files, MOCK_ATLAS_NODE says which node they are on. One test, marked
+Most tests run the stub scripts on this machine against fabric files in a temp dir (no docker):
+MOCK_ATLAS_FABRIC points them at the files, MOCK_ATLAS_NODE says which node they are on. Each of them runs twice:
+once with the stub scripts run directly, and once through the path the mock nodes use, the bash client
+(node/stub-client, under the tools' names) talking to a stub server (node/mock-atlasd) per node. One test, marked
 `docker`, brings a 2-node mock cluster up, pings across it over ssh before and after a fault, skews a node's
 clock and puts it back, and removes the cluster.
 """
@@ -14,6 +16,7 @@ import os
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 MOCKCTL = HERE / "mockctl"
 HCCN_TOOL = HERE / "node" / "hccn_tool"
 NPU_SMI = HERE / "node" / "npu-smi"
+STUB_SERVER = HERE / "node" / "mock-atlasd"
+STUB_CLIENT = HERE / "node" / "stub-client"
 NPU_SMI_PARSER = HERE.parents[1] / "plugins" / "module_utils" / "_npu_smi.py"  # the collection's reader of npu-smi
 
 
@@ -44,14 +49,58 @@ def _interpreter():
     return ["/usr/bin/python3", "-S"] if os.path.exists("/usr/bin/python3") else [sys.executable, "-S"]
 
 
-class Sim:
-    """Fabric files for N simulated nodes in a temp state dir, and helpers to drive stubs and mockctl on them."""
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
-    def __init__(self, state_dir: Path, nodes: int = 2):
+
+class StubServers:
+    """One stub server (node/mock-atlasd) per simulated node, as on the mock nodes, and the client under the
+    tools' names in a bin dir."""
+
+    def __init__(self, root: Path, fabric: Path):
+        self.root, self.fabric, self.ports, self.procs = root, fabric, {}, []
+        self.bin = root / "bin"
+        self.bin.mkdir(parents=True)
+        for tool in ("hccn_tool", "npu-smi"):
+            (self.bin / tool).symlink_to(STUB_CLIENT)
+
+    def env(self, node):
+        if node not in self.ports:
+            port = _free_port()
+            log = open(self.root / f"{node}.log", "w")
+            self.procs.append(subprocess.Popen(
+                [*_interpreter(), str(STUB_SERVER)], stdout=log, stderr=subprocess.STDOUT,
+                env=dict(os.environ, MOCK_ATLAS_FABRIC=str(self.fabric), MOCK_ATLAS_NODE=node,
+                         MOCK_ATLAS_DAEMON_PORT=str(port))))
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, (self.root / f"{node}.log").read_text()
+                    time.sleep(0.02)
+            self.ports[node] = port
+        return {"MOCK_ATLAS_DAEMON_PORT": str(self.ports[node]), "MOCK_ATLAS_DAEMON": "required"}
+
+    def stop(self):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+class Sim:
+    """Fabric files for N simulated nodes in a temp state dir, and helpers to drive stubs and mockctl on them.
+    With ``servers`` the stubs answer through the mock nodes' path: client -> per-node stub server."""
+
+    def __init__(self, state_dir: Path, nodes: int = 2, servers: bool = False):
         self.state_dir = state_dir
         self.fabric = state_dir / "fabric"
         self.mockctl("fabric-init", "--nodes", str(nodes))
         self.mockctl("latency", "--node", "all", "--ms", "0")  # speed; latency itself has its own test
+        self.servers = StubServers(state_dir / "servers", self.fabric) if servers else None
 
     def mockctl(self, *args, check=True):
         proc = subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(self.state_dir), *args],
@@ -67,21 +116,29 @@ class Sim:
     def env(self, node):
         return dict(os.environ, MOCK_ATLAS_FABRIC=str(self.fabric), MOCK_ATLAS_NODE=node)
 
-    def hccn(self, *args, node="node1"):
-        return subprocess.run([*_interpreter(), str(HCCN_TOOL), *args], capture_output=True, text=True,
+    def tool(self, name, script, args, node):
+        if self.servers:
+            return subprocess.run([str(self.servers.bin / name), *args], capture_output=True, text=True,
+                                  env=dict(self.env(node), **self.servers.env(node)), check=False)
+        return subprocess.run([*_interpreter(), str(script), *args], capture_output=True, text=True,
                               env=self.env(node), check=False)
 
+    def hccn(self, *args, node="node1"):
+        return self.tool("hccn_tool", HCCN_TOOL, args, node)
+
     def npu_smi(self, *args, node="node1"):
-        return subprocess.run([*_interpreter(), str(NPU_SMI), *args], capture_output=True, text=True,
-                              env=self.env(node), check=False)
+        return self.tool("npu-smi", NPU_SMI, args, node)
 
     def state(self, node):
         return json.loads((self.fabric / f"{node}.json").read_text())
 
 
-@pytest.fixture
-def sim(tmp_path):
-    return Sim(tmp_path / "state")
+@pytest.fixture(params=["direct", "server"])
+def sim(tmp_path, request):
+    sim = Sim(tmp_path / "state", servers=request.param == "server")
+    yield sim
+    if sim.servers:
+        sim.servers.stop()
 
 
 # --- fabric and addressing --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pure Mooncake helpers: sizes, memory fit, master address, master argv and fingerprint, logs."""
+"""Pure Mooncake helpers: mooncake.json sizes, master address, master argv and fingerprint, logs."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -41,100 +41,16 @@ def test_parse_size_rejects(value):
         mc.parse_size(value)
 
 
-@pytest.mark.parametrize('value,gib', [('100GB', 100), (107374182400, 100), ('1GB', 1), ('2048MB', 2), ('1TB', 1024)])
-def test_whole_gib_sizes_pass(value, gib):
-    res = mc.check_gib_size(value, 'mooncake_config_global_segment_size')
-    assert res == {'ok': True, 'bytes': gib * GIB, 'gib': gib, 'error': ''}
-    assert mc.parse_gib_size(value, 'x') == gib * GIB
-
-
-@pytest.mark.parametrize('value,hint', [
-    ('1.5GB', '"1GB" or "2GB"'),
-    (107374182401, '"100GB" or "101GB"'),
-    ('512MB', '"1GB"'),
-    ('100000000000', '"93GB" or "94GB"'),   # 100 GB decimal is not 100 GiB
-])
-def test_non_gib_sizes_are_rejected_with_a_fix(value, hint):
-    res = mc.check_gib_size(value, 'mooncake_config_global_segment_size')
-    assert not res['ok']
-    assert res['error'].startswith('mooncake_config_global_segment_size: ')
-    assert 'not a whole number of GiB' in res['error']
-    assert hint in res['error']
-    with pytest.raises(ValueError, match='whole number of GiB'):
-        mc.parse_gib_size(value, 'mooncake_config_global_segment_size')
-
-
-def test_zero_and_garbage_sizes():
-    assert 'zero' in mc.check_gib_size(0, 'n')['error']
-    assert mc.check_gib_size(0, 'n', allow_zero=True)['ok']
-    res = mc.check_gib_size('lots', 'mooncake_config_local_buffer_size')
-    assert not res['ok'] and res['error'].startswith('mooncake_config_local_buffer_size: ')
-
-
-@pytest.mark.parametrize('nbytes,text', [(100 * GIB, '100 GiB'), (int(23.4 * GIB), '23.4 GiB'), (0, '0 GiB')])
-def test_format_gib(nbytes, text):
-    assert mc.format_gib(nbytes) == text
-
-
-# --- memory ----------------------------------------------------------------------------------------------------------
-MEMINFO = """MemTotal:       24591736 kB
-MemFree:         1021352 kB
-MemAvailable:   20512300 kB
-HugePages_Total:       0
-Hugepagesize:       2048 kB
-"""
-
-
-def test_parse_meminfo():
-    info = mc.parse_meminfo(MEMINFO)
-    assert info['MemTotal'] == 24591736 * 1024
-    assert info['HugePages_Total'] == 0
-    assert info['Hugepagesize'] == 2048 * 1024
-    assert mc.parse_meminfo('') == {}
-
-
-def test_memory_fit_of_the_guide_needs_404_gib():
-    # TP 4 x (100 GiB + 1 GiB) = 404 GiB per instance: an Atlas 800T A2 with 1.5 TiB fits, a 256 GiB host not.
-    big = mc.memory_fit(4, 100 * GIB, GIB, 1536 * GIB)
-    assert big['ok'] and big['pool_bytes'] == 404 * GIB and big['needed_gib'] == 404.0
-    small = mc.memory_fit(4, 100 * GIB, GIB, 256 * GIB, reserve=8 * GIB)
-    assert not small['ok']
-    assert small['needed_gib'] == 412.0 and small['available_gib'] == 256.0 and small['shortfall_gib'] == 156.0
-
-
-def test_memory_fit_is_inclusive_and_counts_instances():
-    assert mc.memory_fit(1, GIB, GIB, 2 * GIB)['ok']
-    assert not mc.memory_fit(1, GIB, GIB, 2 * GIB - 1)['ok']
-    assert mc.memory_fit(2, GIB, GIB, 8 * GIB, instances=2)['needed_bytes'] == 8 * GIB
-
-
-def test_memory_fit_message_names_host_needed_available_and_fix():
-    fit = mc.memory_fit(4, 64 * GIB, GIB, int(23.4 * GIB), reserve=8 * GIB)
-    msg = mc.memory_fit_message('node1', fit, 4, 64 * GIB, GIB, reserve=8 * GIB)
-    assert msg.startswith('node1: ')
-    assert 'TP 4 x (global_segment_size 64 GiB + local_buffer_size 1 GiB) + reserve 8 GiB' in msg
-    assert 'needs 268.0 GiB' in msg and 'MemTotal is 23.4 GiB' in msg
-    assert 'mooncake_config_global_segment_size' in msg
-
-
 # --- master address --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize('host,port,ha,eps,expected', [
-    ('90.90.100.188', 50088, False, None, '90.90.100.188:50088'),
-    ('node1', 50051, False, None, 'node1:50051'),
-    ('fd00::1', 50088, False, None, '[fd00::1]:50088'),
-    ('ignored', 50088, True, ['10.0.0.1:2379', '10.0.0.2:2379'], 'etcd://10.0.0.1:2379;10.0.0.2:2379'),
-    (None, 50088, True, '10.0.0.1:2379; 10.0.0.2:2379,', 'etcd://10.0.0.1:2379;10.0.0.2:2379'),
-    (None, 50088, True, ['etcd://e1:2379'], 'etcd://e1:2379'),
+@pytest.mark.parametrize('host,port,expected', [
+    ('90.90.100.188', 50088, '90.90.100.188:50088'),
+    ('node1', 50051, 'node1:50051'),
+    ('fd00::1', 50088, '[fd00::1]:50088'),
+    ('[fd00::1]', 50088, '[fd00::1]:50088'),      # already in brackets: kept
+    (' 10.0.0.5 ', '9003', '10.0.0.5:9003'),      # templated values: blanks dropped, port given as text
 ])
-def test_render_master_address(host, port, ha, eps, expected):
-    assert mc.render_master_address(host, port, ha, eps) == expected
-
-
-def test_render_master_address_rejects():
-    with pytest.raises(ValueError, match='etcd endpoint'):
-        mc.render_master_address('h', 1, True, [])
-    with pytest.raises(ValueError, match='empty'):
-        mc.render_master_address('  ', 1)
+def test_format_host_port(host, port, expected):
+    assert mc.format_host_port(host, port) == expected
 
 
 @pytest.mark.parametrize('address,expected', [

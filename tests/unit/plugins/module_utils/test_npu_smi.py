@@ -13,6 +13,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._npu_smi import (
     DRIVER_ERROR_MARKER,
     driver_error,
     driver_error_message,
+    facts,
     judge_health,
     parse_info,
     parse_list,
@@ -252,3 +253,30 @@ def test_parse_list_survives_ugly_text(name, transform):
 ])
 def test_parse_list_edges(text, expected):
     assert parse_list(text) == expected
+
+
+def _run(name):
+    ans = read_answer(name)
+    return {"rc": ans["rc"], "stdout": ans["stdout"], "stderr": ans["stderr"]}
+
+
+def test_facts_of_a_node_with_a_vllm_on_every_npu():
+    got = facts(_run("npu_smi_info_910b2_running.txt"), _run("npu_smi_list_compact.txt"))
+    assert got["driver_loaded"] is True and got["version"] == "24.1.rc2.1" and got["count"] == 8
+    assert got["healthy_npus"] == list(range(8)) and got["unhealthy_npus"] == []
+    assert got["busy_npus"] == list(range(8)) and got["processes"][0]["name"] == "VLLMWorker_DP"
+
+
+def test_facts_name_the_unhealthy_npu_with_its_raw_row():
+    got = facts(_run("npu_smi_info_310b4_alarm.txt"), {"rc": 1, "stdout": "", "stderr": "not supported"})
+    assert got["driver_loaded"] is True and got["unhealthy_npus"]
+    bad = got["unhealthy_npus"][0]
+    assert bad["health"] == "Alarm" and "Alarm" in bad["raw"]
+    assert got["count"] == len(set(n["npu"] for n in got["npus"]))   # no -l answer: counted from the table
+
+
+def test_facts_when_the_driver_is_not_loaded_or_npu_smi_fails():
+    got = facts(_run("npu_smi_driver_error.txt"), _run("npu_smi_driver_error.txt"))
+    assert got["driver_loaded"] is False and "driver not loaded" in got["driver_message"] and got["count"] == 0
+    got = facts({"rc": 2, "stdout": "", "stderr": "Segmentation fault"}, {"rc": 2, "stdout": "", "stderr": ""})
+    assert got == {"failed": True, "msg": "npu-smi info failed with rc 2: Segmentation fault"}

@@ -81,7 +81,8 @@ def test_meminfo_keys_with_parentheses_are_kept():
     assert len(mem) == len(recorded('meminfo.txt').splitlines())
 
 
-@pytest.mark.parametrize('text', [None, '', 'not meminfo\n', 'MemTotal: lots kB\n'])
+@pytest.mark.parametrize('text', [None, '', 'not meminfo\n', 'MemTotal: lots kB\n',
+                                  'MemTotal: 5 MB\n'])  # only kB is converted: another unit is not read as bytes
 def test_meminfo_of_nothing_is_empty(text):
     assert parse_meminfo(text) == {}
 

@@ -285,6 +285,27 @@ def test_module_reads_everything_in_one_round_trip(tmp_path, server, monkeypatch
     assert 'clock' not in res  # the action plugin adds it
 
 
+def test_module_reads_the_npus_with_npu_smi_in_the_same_round_trip(tmp_path, monkeypatch, capsys):
+    # A recorded npu-smi answer (8x 910B2, a vLLM worker on every NPU) behind a script at npu_smi_path.
+    fixtures = os.path.join(os.path.dirname(__file__), '..', 'module_utils', 'fixtures')
+    table = tmp_path / 'info.txt'
+    with open(os.path.join(fixtures, 'npu_smi_info_910b2_running.txt')) as fh:
+        table.write_text(''.join(line for line in fh if not line.startswith('#@ ')))
+    tool = tmp_path / 'npu-smi'
+    tool.write_text('#!/bin/sh\n[ "$2" = -l ] && { echo "Total Count : 8"; exit 0; }\ncat %s\n' % table)
+    tool.chmod(0o755)
+    res = run_main({'npu_smi': True, 'npu_smi_path': str(tool)}, monkeypatch, capsys)
+    assert res['npu']['driver_loaded'] is True and res['npu']['count'] == 8
+    assert res['npu']['busy_npus'] == list(range(8))
+
+
+def test_module_names_a_missing_npu_smi_without_failing(monkeypatch, capsys):
+    res = run_main({'npu_smi': True}, monkeypatch, capsys, bins={})
+    assert not res.get('failed') and res['npu']['failed'] is True
+    assert res['npu']['msg'].startswith('npu-smi not found on this host')
+    assert 'npu' not in run_main({}, monkeypatch, capsys)
+
+
 def test_module_without_arguments(monkeypatch, capsys):
     res = run_main({}, monkeypatch, capsys)
     assert res['ports'] == {} and res['paths'] == {} and res['connect'] == {}

@@ -214,6 +214,18 @@ def test_wait_false_then_wait_overlaps_and_does_not_restart(ctx, capsys):
     assert wa['ready_seconds'] >= 2.0 and not settings(ctx)['awaiting']
 
 
+def test_wait_false_polls_an_instance_that_already_ran_once(ctx, capsys):
+    first = run(ctx, capsys)
+    again = run(ctx, capsys, wait=False)           # ran before: one poll, no waiting, healthy
+    assert not again['changed'] and again['health'] == 'healthy' and again['pid'] == first['pid']
+    os.kill(first['pid'], signal.SIGSTOP)           # alive, but answers nothing
+    try:
+        stuck = run(ctx, capsys, wait=False)
+    finally:
+        os.kill(first['pid'], signal.SIGCONT)
+    assert not stuck['changed'] and stuck['health'] == 'unknown'    # left to a wait, which restarts it if need be
+
+
 def test_wait_reports_a_launch_that_died_instead_of_starting_it_again(ctx, capsys):
     bad = {'FAKE_FAIL': "Unsupported connector type 'NoSuchConnector'"}
     launched = run(ctx, capsys, wait=False, env=bad)

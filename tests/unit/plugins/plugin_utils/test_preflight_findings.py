@@ -25,7 +25,12 @@ from ansible_collections.ascend.kvpool.plugins.filter import preflight as prefli
 from ansible_collections.ascend.kvpool.plugins.module_utils import _runner
 from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import parse_meminfo
 from ansible_collections.ascend.kvpool.plugins.modules import npu_smi_facts
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import CHECKS, host_path, preflight_findings
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import (
+    CHECKS,
+    host_path,
+    master_reached,
+    preflight_findings,
+)
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import FIXTURES_DIR, read_answer
 
 GIB = 1 << 30
@@ -274,9 +279,21 @@ def test_memory_over_memtotal_names_need_and_memtotal():
     f = only(judge([node]))
     assert (f['host'], f['check']) == ('node1', 'memory')
     # 8 ranks x (100 + 1) GiB + 8 GiB reserve = 816 GiB; the recorded MemTotal 24684096 kB is 23.5 GiB.
-    assert f['finding'] == ('2 instance(s) with 8 TP rank(s) in all x (global_segment_size 100.0 GiB + '
-                            'local_buffer_size 1.0 GiB) + reserve 8.0 GiB needs 816.0 GiB, but MemTotal is 23.5 GiB')
-    assert 'mooncake_config_global_segment_size' in f['fix']
+    # The same text as mooncake_config's memory check (one function): what is needed against MemTotal.
+    assert f['finding'] == ('2 instance(s) x TP 4 x (global_segment_size 100 GiB + local_buffer_size 1 GiB) '
+                            '+ reserve 8 GiB needs 816.0 GiB, but MemTotal is 23.5 GiB')
+    assert 'mooncake_config_global_segment_size' in f['fix'] and 'HDK < 25.5' in f['fix']
+
+
+def test_memory_of_instances_with_different_tp_counts_every_rank():
+    node = record('node1', instances=[instance(8002, [0, 1, 2, 3]), instance(8003, [4, 5])],
+                  node_facts=facts(mem_total=SMALL_NODE), segment=2 * GIB + GIB // 2, reserve=3 * GIB)
+    # 6 ranks x (2.5 + 1) GiB + 3 GiB = 24 GiB: the two instances' 4 + 2 ranks all count.
+    assert only(judge([node]))['finding'] == (
+        '2 instance(s) with 6 TP rank(s) in all x (global_segment_size 2.5 GiB + local_buffer_size 1 GiB) '
+        '+ reserve 3 GiB needs 24.0 GiB, but MemTotal is 23.5 GiB')
+    node['memory']['reserve_bytes'] = 2 * GIB
+    assert judge([node])['findings'] == []  # 23 GiB fits
 
 
 def test_memory_that_fits_is_fine():
@@ -426,7 +443,8 @@ def test_hash_seed_different_on_one_node_names_the_odd_host():
              record('node3', instances=[instance(seed='1234')])]
     f = only(judge(nodes))
     assert (f['host'], f['check']) == ('node3', 'hash_seed')
-    assert 'node1/vllm-8002, node2/vllm-8002=0; node3/vllm-8002=1234' in f['finding']
+    # Every instance with its seed, as the vllm_instance role lists them (one function).
+    assert 'node1/vllm-8002=0; node2/vllm-8002=0; node3/vllm-8002=1234' in f['finding']
     assert 'cross-node KV hits' in f['finding']
 
 
@@ -473,6 +491,17 @@ def test_reachability_after_the_master_started():
     f = only(result)
     assert f['host'] == 'node2' and f['finding'].endswith(': timed out')
     assert result['summary'].startswith('pre-flight: 2 node(s) checked (node1, node2): 1 error(s), 0 warning(s)')
+
+
+def test_master_reached_only_when_every_node_connected_to_its_target():
+    # site.yml checks reachability again after the master phase only when this is not true (or the master changed).
+    assert master_reached(two_nodes()) is True
+    assert master_reached(two_nodes(node_facts=facts(connect=REFUSED))) is False   # node2 was refused
+    ha = two_nodes()
+    ha[1]['master']['target'] = ''
+    assert master_reached(ha) is False                                            # no target: nothing was tried
+    assert master_reached([]) is False and master_reached([None]) is False        # the pre-flight did not run
+    assert preflight_filter.FilterModule().filters()['preflight_master_reached'] is master_reached
 
 
 def test_ha_master_without_target_is_not_checked():

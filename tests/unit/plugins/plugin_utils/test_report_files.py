@@ -12,7 +12,11 @@ import os
 
 import pytest
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
+    host_values,
+    write_atomic,
+    write_json_report,
+)
 
 
 def test_writes_the_file_and_creates_its_directory(tmp_path):
@@ -40,3 +44,20 @@ def test_an_unwritable_place_raises_and_keeps_the_old_report(tmp_path):
         write_atomic(str(blocker / 'r.json'), 'new\n')             # parent is a file
     with open(path) as handle:
         assert handle.read() == 'old\n'
+
+
+def test_host_values_keeps_the_hosts_that_have_the_variable_as_plain_data():
+    class Lazy(object):  # a templated value that is not JSON by itself
+        def __str__(self):
+            return 'rendered'
+
+    hostvars = {'node1': {'st': [{'port': 8002, 'extra': Lazy()}]}, 'node2': {'other': 1}}
+    assert host_values(hostvars, 'st', ['node1', 'node2', 'node3']) == {'node1': [{'port': 8002, 'extra': 'rendered'}]}
+
+
+def test_write_json_report_expands_the_path_and_writes_sorted_json(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    path = write_json_report('~/reports/r.json', {'b': 1, 'a': [1]})
+    assert path == str(tmp_path / 'reports' / 'r.json')
+    with open(path) as handle:
+        assert handle.read() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'

@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    """Attributes and options of the action plugins that merge host variables into one JSON report on the
+    controller (npu_network_report, vllm_instance_report)."""
+
+    DOCUMENTATION = r"""
+attributes:
+  check_mode:
+    support: full
+    description: Reads host variables only; the JSON report is an output of the run and is written in check mode too.
+  diff_mode:
+    support: none
+    description: Nothing on a node changes.
+  idempotent:
+    support: full
+    description: The same host variables give the same report.
+options:
+  label:
+    description: Free text shown in the summary and stored in the report.
+    type: str
+    default: ""
+  path:
+    description: Controller path of the JSON report; not written when omitted.
+    type: path
+"""

@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Rules several roles apply, each in one place (the logic lives in plugin_utils/sizes.py and preflight.py).
+
+- ``size_bytes``: bytes of a size given as bytes or a string such as ``"100GB"`` (1024-based). A value that is not
+  a size fails the template, or gives ``invalid`` when passed (``x | ascend.kvpool.size_bytes(invalid=-1)``), so a
+  role's assert can name its own variable and the fix.
+- ``memory_shortfall``: '' when instances x TP x (segment + buffer) + reserve fits in MemTotal, else what does not.
+- ``hash_seed_mismatch``: ``host/instance=seed`` of every planned instance when their PYTHONHASHSEED values differ.
+- ``master_host``, ``master_endpoint``: where the nodes reach the Mooncake master (``host:port``, or ``etcd://..``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight, sizes
+
+_RAISE = object()
+
+
+def size_bytes(value, invalid=_RAISE):
+    """Bytes of ``value`` (:func:`sizes.size_bytes`); ``invalid`` instead when it is not a size, if given."""
+    try:
+        return sizes.size_bytes(value)
+    except ValueError as exc:
+        if invalid is _RAISE:
+            raise AnsibleFilterError('size_bytes: %s' % exc) from exc
+        return invalid
+
+
+class FilterModule(object):
+    """ascend.kvpool filters shared by the roles."""
+
+    def filters(self):
+        return {
+            'size_bytes': size_bytes,
+            'memory_shortfall': preflight.memory_shortfall,
+            'hash_seed_mismatch': preflight.hash_seed_mismatch,
+            'master_host': preflight.master_host,
+            'master_endpoint': preflight.master_endpoint,
+        }

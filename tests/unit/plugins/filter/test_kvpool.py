@@ -1,0 +1,243 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The filters the roles share (plugins/filter/kvpool.py), and the roles' own task expressions built on them.
+
+The task tests render the real expressions of the roles' task files with Ansible's template engine, the filters
+resolved through the collection loader, an in-memory inventory and real ``hostvars``. They run in a child Python
+(the collection loader is process-wide state the other unit tests must not see).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.kvpool.plugins.filter import kvpool
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight
+
+GIB = 1 << 30
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(preflight.__file__)))          # .../ascend/kvpool
+COLLECTIONS = os.path.dirname(os.path.dirname(os.path.dirname(ROOT)))                # holds ansible_collections/
+
+
+def test_the_filters_are_the_shared_functions():
+    filters = kvpool.FilterModule().filters()
+    assert filters['memory_shortfall'] is preflight.memory_shortfall
+    assert filters['hash_seed_mismatch'] is preflight.hash_seed_mismatch
+    assert filters['master_host'] is preflight.master_host
+    assert filters['master_endpoint'] is preflight.master_endpoint
+    assert filters['size_bytes'] is kvpool.size_bytes
+
+
+def test_size_bytes_filter_fails_the_template_or_gives_the_invalid_value():
+    assert kvpool.size_bytes('100GB') == 100 * GIB
+    with pytest.raises(AnsibleFilterError, match=r"'1\.5GB' is not a size"):
+        kvpool.size_bytes('1.5GB')
+    assert kvpool.size_bytes('1.5GB', invalid=0) == 0
+    assert kvpool.size_bytes('1.5GB', invalid=None) is None
+    assert kvpool.size_bytes('1GB', invalid=-1) == GIB
+
+
+# --- the roles' expressions, rendered by Ansible -----------------------------------------------------------------
+
+RENDER = r'''
+import json, sys, yaml
+from ansible.plugins.loader import init_plugin_loader
+specs = json.loads(sys.stdin.read())
+init_plugin_loader([specs[0]['collections']])
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+
+def trusted(value):
+    return trust_as_template(value) if isinstance(value, str) else value
+
+def render(spec):
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader)
+    for group, hosts in spec['groups'].items():
+        inventory.add_group(group)
+        for host, hostvars in hosts.items():
+            inventory.add_host(host, group=group)
+            for key, value in hostvars.items():
+                inventory.get_host(host).set_variable(key, trusted(value))
+    manager = VariableManager(loader=loader, inventory=inventory)
+    with open(spec['file']) as handle:
+        task = [t for t in yaml.safe_load(handle) if t['name'] == spec['task']][0]
+    module = [k for k in task if k.startswith('ansible.builtin.')][0]
+    variables = manager.get_vars(host=inventory.get_host(spec['host']), include_hostvars=True)
+    variables['hostvars'] = HostVars(inventory=inventory, variable_manager=manager, loader=loader)
+    variables.update((k, trusted(v)) for k, v in dict(spec['vars'], **task.get('vars', {})).items())
+    templar = Templar(loader=loader, variables=variables)
+    got = {}
+    for key in spec['keys']:
+        value = task[module][key]
+        if isinstance(value, list):  # assert conditions
+            got[key] = [templar.template(trust_as_template('{{ %s }}' % v)) for v in value]
+        else:
+            got[key] = templar.template(trusted(value))
+    return got
+
+print(json.dumps([render(spec) for spec in specs]))
+'''
+
+
+def case(role_file, task, keys, variables, groups, host):
+    """What to render: the ``keys`` of a task of ``roles/<role_file>`` for ``host``."""
+    return {'collections': COLLECTIONS, 'file': os.path.join(ROOT, 'roles', role_file), 'task': task, 'keys': keys,
+            'vars': variables, 'groups': groups, 'host': host}
+
+
+def render(*cases):
+    """``[{key: rendered value}]`` of the cases, in one child Python."""
+    env = dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_WARNING='false', ANSIBLE_LOCALHOST_WARNING='false')
+    env.pop('ANSIBLE_CONFIG', None)
+    run = subprocess.run([sys.executable, '-c', RENDER], input=json.dumps(list(cases)), capture_output=True,
+                         text=True, env=env, cwd=os.path.dirname(COLLECTIONS), timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+MASTER_TARGET = ('preflight/tasks/master_target.yml',
+                 'Work out whether this node is the master and where the nodes reach it')
+MOONCAKE_MASTER = ('mooncake_config/tasks/preflight.yml', 'Derive the master address from the inventory')
+
+
+def preflight_vars(**over):
+    out = {'preflight_master_group': 'mooncake_master', 'preflight_master_address': '',
+           'preflight_master_port': '50088', 'preflight_master_ha': False, 'preflight_checks': ['master']}
+    out.update(over)
+    return out
+
+
+def mooncake_vars(**over):
+    out = {'mooncake_config_master_group': 'mooncake_master', 'mooncake_config_master_address': '',
+           'mooncake_config_master_port': 50088, 'mooncake_config_master_ha': False,
+           'mooncake_config_etcd_endpoints': []}
+    out.update(over)
+    return out
+
+
+def both(groups, preflight_over=None, mooncake_over=None):
+    """(preflight target, mooncake.json master_server_address, mooncake_config_master_host) seen from node2."""
+    pre, moon = render(
+        case(*MASTER_TARGET, keys=['preflight__master_target'], variables=preflight_vars(**preflight_over or {}),
+             groups=groups, host='node2'),
+        case(*MOONCAKE_MASTER, keys=['mooncake_config_master_server_address', 'mooncake_config_master_host'],
+             variables=mooncake_vars(**mooncake_over or {}), groups=groups, host='node2'))
+    return (pre['preflight__master_target'], moon['mooncake_config_master_server_address'],
+            moon['mooncake_config_master_host'])
+
+
+def test_preflight_and_mooncake_config_reach_the_master_at_its_node_address():
+    groups = {'mooncake_master': {'node1': {'ansible_host': '172.31.250.11',
+                                            'mooncake_config_node_address': "{{ '10.0.0.' ~ 11 }}"}},
+              'npu_nodes': {'node2': {'ansible_host': '172.31.250.12'}}}
+    assert both(groups) == ('10.0.0.11:50088', '10.0.0.11:50088', '10.0.0.11')
+
+
+def test_without_node_address_both_take_ansible_host_with_ipv6_brackets():
+    groups = {'mooncake_master': {'node1': {'ansible_host': 'fd00::11'}}, 'npu_nodes': {'node2': {}}}
+    assert both(groups) == ('[fd00::11]:50088', '[fd00::11]:50088', 'fd00::11')
+
+
+def test_the_address_setting_wins_in_both():
+    groups = {'mooncake_master': {'node1': {'mooncake_config_node_address': '10.0.0.11'}}, 'npu_nodes': {'node2': {}}}
+    got = both(groups, {'preflight_master_address': 'master.example', 'preflight_master_port': 50099},
+               {'mooncake_config_master_address': 'master.example', 'mooncake_config_master_port': '50099'})
+    assert got == ('master.example:50099', 'master.example:50099', 'master.example')
+
+
+def test_ha_masters_are_etcd_for_mooncake_config_and_skipped_by_the_preflight():
+    groups = {'mooncake_master': {'node1': {}}, 'npu_nodes': {'node2': {}}}
+    got = both(groups, {'preflight_master_ha': True},
+               {'mooncake_config_master_ha': True, 'mooncake_config_etcd_endpoints': ['etcd://e1:2379', 'e2:2379']})
+    assert got[:2] == ('', 'etcd://e1:2379;e2:2379')
+
+
+def test_preflight_without_master_check_or_master_has_no_target():
+    groups = {'mooncake_master': {'node1': {}}, 'npu_nodes': {'node2': {}}}
+    assert both(groups, {'preflight_checks': ['clock']})[0] == ''
+    assert both({'npu_nodes': {'node2': {}}})[0] == ''
+
+
+SIZES = ('mooncake_config/tasks/preflight.yml', 'Check that the pool sizes are whole GiB')
+NODE1 = {'npu_nodes': {'node1': {}}}
+
+
+def test_mooncake_config_size_check_names_its_variable():
+    values = {'100GB': True, '100 GiB': True, 1073741824: True, '1536MB': False, '1.5GB': False, 'lots': False,
+              0: False}
+    got = render(*[case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
+                        variables={'item': {'key': 'local_buffer_size', 'value': value}}) for value in values])
+    for (value, ok), result in zip(values.items(), got):
+        assert all(result['that']) is ok, value
+        assert result['fail_msg'].startswith('node1: mooncake_config_local_buffer_size is %s, which is not a whole '
+                                             'number of GiB. Give bytes' % json.dumps(value))
+
+
+MEMORY = ('mooncake_config/tasks/preflight.yml', "Check that the pool's share fits in the host's memory")
+
+
+def test_mooncake_config_memory_check_message():
+    meminfo = 'MemTotal:       24536064 kB\nMemFree:        1000 kB\n'  # 23.4 GiB
+    variables = {'mooncake_config_meminfo': {'content': base64.b64encode(meminfo.encode()).decode()},
+                 'mooncake_config_instances_per_node': 1, 'mooncake_config_tensor_parallel_size': 4,
+                 'mooncake_config_global_segment_bytes': 64 * GIB, 'mooncake_config_local_buffer_bytes': GIB,
+                 'mooncake_config_memory_reserve_gib': 8}
+    fits = dict(variables, mooncake_config_global_segment_bytes=GIB, mooncake_config_memory_reserve_gib=0)
+    short, enough = render(case(*MEMORY, keys=['that', 'fail_msg'], variables=variables, groups=NODE1, host='node1'),
+                           case(*MEMORY, keys=['that'], variables=fits, groups=NODE1, host='node1'))
+    assert short['that'] == [False]
+    # molecule/mooncake's test_oversized_segment_fails_naming_host_needed_and_available looks for this
+    assert re.search(r'node1: 1 instance\(s\) x TP 4 x \(global_segment_size 64 GiB \+ local_buffer_size 1 GiB\) '
+                     r'\+ reserve 8 GiB needs 268\.0 GiB, but MemTotal is 23\.4 GiB\. Lower '
+                     r'mooncake_config_global_segment_size \(or mooncake_config_tensor_parallel_size\), or add '
+                     r'memory\. \(On 910B with HDK < 25\.5', short['fail_msg']), short
+    assert enough['that'] == [True]  # 1 x 4 x (1 + 1) GiB fits
+
+
+SEEDS = ('vllm_instance/tasks/preflight.yml',
+         'Check that PYTHONHASHSEED is identical on every node (else cross-node prefix hits never happen)')
+
+
+def planned(host, seed):
+    return {'vllm_instance_plan': {'host': host, 'instances': [{'name': 'vllm-8002', 'env': {'PYTHONHASHSEED': seed}}]}}
+
+
+def test_vllm_instance_hash_seed_check_lists_every_instance_and_the_fix():
+    play = {'ansible_play_hosts': ['node1', 'node2', 'node3']}
+    differ = {'npu_nodes': {'node1': planned('node1', '0'), 'node2': planned('node2', '1'), 'node3': {}}}
+    same = {'npu_nodes': {'node1': planned('node1', '0'), 'node2': planned('node2', '0'), 'node3': {}}}
+    got, agree = render(case(*SEEDS, keys=['that', 'fail_msg'], variables=play, groups=differ, host='node1'),
+                        case(*SEEDS, keys=['that'], variables=play, groups=same, host='node1'))
+    assert got['that'] == [False]
+    assert got['fail_msg'].startswith('PYTHONHASHSEED differs between the instances of the play: '
+                                      'node1/vllm-8002=0; node2/vllm-8002=1. ')
+    assert 'Set vllm_instance_python_hash_seed (and any PYTHONHASHSEED in vllm_instance_environment)' in got['fail_msg']
+    assert agree['that'] == [True]
+
+
+PREFLIGHT_SETTINGS = ('preflight/tasks/validate.yml', 'Check the pre-flight settings')
+
+
+def test_preflight_size_settings_are_checked():
+    segments = {'100GB': True, 107374182400: True, '0': True, '1.5GB': False, '100 PB': False}
+    got = render(*[case(*PREFLIGHT_SETTINGS, keys=['that'], groups=NODE1, host='node1',
+                        variables={'preflight_checks': ['memory'], 'preflight_max_clock_skew_s': 2.0,
+                                   'preflight_global_segment_size': segment, 'preflight_local_buffer_size': '1GB'})
+                   for segment in segments])
+    for (segment, ok), result in zip(segments.items(), got):
+        assert all(result['that']) is ok, segment
