@@ -178,6 +178,22 @@ def test_killed_master_is_restored_and_the_pool_probe_passes_again(deployed):
     assert run.recap()['node2']['changed'] == 0, run.changed_tasks()
 
 
+def test_a_failed_pool_probe_is_run_again_by_a_rerun_that_changes_nothing(deployed):
+    """site.yml probes the pool when the master or a mooncake.json changed, and while the probe's record on its
+    writer (node1) says the pool was not proven: a failed probe is not forgotten by the next run."""
+    marker = '/var/lib/ascend-kvpool/probe/pool-proven'
+    assert lib.sh(lib.NODES['node1'], 'cat %s' % marker)[0] == 0               # the deployment proved the pool
+    failed = site(extra_vars={'kvpool_pool_probe': 'always', 'mooncake_config_probe_python': '/nonexistent/python3'})
+    assert failed.rc != 0 and '/nonexistent/python3 not found' in failed.stdout, failed.stdout[-4000:]
+    assert lib.sh(lib.NODES['node1'], 'test -e %s' % marker)[0] != 0          # the record is gone
+    again = site()                                                              # master and mooncake.json unchanged
+    assert again.rc == 0 and 'sha256 match' in again.stdout, again.stdout[-4000:]
+    assert lib.sh(lib.NODES['node1'], 'test -e %s' % marker)[0] == 0
+    quiet = site()
+    assert quiet.rc == 0 and 'sha256 match' not in quiet.stdout, quiet.stdout[-4000:]
+    assert quiet.recap()['node1']['changed'] == 0 and quiet.recap()['node2']['changed'] == 0, quiet.changed_tasks()
+
+
 def test_node_lost_mid_run_fails_clearly_and_the_others_finish(deployed):
     """node2 dies (its container is killed) while the master phase runs; node1 still gets its killed instance back."""
     node1_pid = lib.instance_pids('node1')['vllm-8002']

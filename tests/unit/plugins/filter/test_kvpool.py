@@ -188,7 +188,7 @@ def test_mooncake_config_size_check_names_its_variable():
                                              'number of GiB. Give bytes' % json.dumps(value))
 
 
-MEMORY = ('mooncake_config/tasks/preflight.yml', "Check that the pool's share fits in the host's memory")
+MEMORY = ('mooncake_config/tasks/host_checks.yml', "Check that the pool's share fits in the host's memory")
 
 
 def test_mooncake_config_memory_check_message():
