@@ -24,11 +24,9 @@ description:
     O(hold_seconds) pass. The reader nodes then pull the bytes across the network from the writer's DRAM, the
     same path as a cross-node KV cache hit.
   - O(mode=get) reads O(key) in a short-lived client (which contributes no segment of its own by default), compares
-    the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs. The
-    module returns as soon as the client has reported; the client then closes its connection to the pool (about
-    2 s in Mooncake 0.3) and exits on its own, bounded by a 30 s alarm.
-  - O(mode=remove) stops the holder and returns once the holder has removed the object; the holder then closes
-    its client and exits on its own in the same way. Its files, its log included, are deleted.
+    the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs.
+  - O(mode=remove) stops the holder (which removes the object and closes its client) and deletes its files,
+    its log included.
   - Before connecting, the master address of a C(host:port) form is checked with a TCP connect, so an unreachable
     master fails in seconds with a clear message instead of the client's 20 retries.
   - The client runs in its own Python process (O(python), on the host or in O(container)), so the glog output of
@@ -250,10 +248,7 @@ else:
         res.update(ok=False, stage="get", error="get returned no data (key not found)")
 signal.alarm(0)
 emit(res)
-# store.close() unmounts the segment and joins the client's threads: about 2 s, for which the module does not wait
-# (it returns on the result / removed files). SIGALRM bounds it, so a hung close cannot leave the process behind.
 if a["mode"] != "put" or not res["ok"]:
-    signal.alarm(30)
     store.close()
     raise SystemExit(0 if res["ok"] else 4)
 stop = {"now": False}
@@ -266,10 +261,7 @@ while not stop["now"] and time.time() < deadline and not os.path.exists(a["stop_
     time.sleep(0.05)
 try:
     store.remove(a["key"])
-    with open(a["removed_file"], "w") as fh:
-        fh.write("removed\n")
 finally:
-    signal.alarm(30)
     store.close()
 '''
 
@@ -349,67 +341,6 @@ def check_master(module, address, who):
                          master_server_address=address)
 
 
-def stop_holder(target, pid, removed_path, interval):
-    """SIGTERM the writer's holder and wait until it has removed the object ('term'); SIGKILL it when it has not
-    within 10 s ('kill'). The holder then closes its client (about 2 s of joining threads, bounded by its own
-    alarm) on its own: nothing waits for that."""
-    if not pid or not target.pid_alive(pid):
-        return 'gone'
-    target.signal(pid, 'TERM')
-    done = wait_until([('removed', lambda: target.read_file(removed_path) is not None)], 10, interval,
-                      alive=lambda: target.pid_alive(pid))
-    if done['ready'] or done['died']:
-        return 'term'
-    return target.stop(pid, timeout=0, interval=interval)
-
-
-def client_log(target, path):
-    """The last lines of a client's log, without its result line."""
-    text = (target.read_file(path) or b'').decode('utf-8', 'replace')
-    return _mooncake.log_excerpt('\n'.join(line for line in text.splitlines() if not line.startswith(MARK)), 20)
-
-
-def read(module, target, python, args, base, address, who, result):
-    """mode=get: run the reader client detached and return on its result file, not on its exit (its client close
-    takes about 2 s more, bounded by its own alarm)."""
-    p = module.params
-    pid_path, log_path, result_path = base + '.pid', base + '.log', base + '.result'
-    state = {'res': None}
-
-    def reported():
-        state['res'] = parse_result(target.read_file(result_path))
-        return state['res'] is not None
-
-    try:
-        target.remove_file(result_path)
-        pid = target.start([python, '-c', CLIENT, json.dumps(dict(args, result_file=result_path))], pid_path, log_path)
-    except ProcError as exc:
-        module.fail_json(msg='%s: could not start the store client: %s' % (who, exc), **result)
-    started = time.monotonic()
-    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'], alive=lambda: target.pid_alive(pid))
-    if not wait['ready'] and wait['died']:
-        reported()  # it may have written its result just before exiting
-    res = state['res']
-    log = client_log(target, log_path)
-    if res is None:
-        target.stop(pid, timeout=5, interval=p['poll_interval'])
-    for path in (pid_path, result_path, log_path, log_path + '.1'):
-        target.remove_file(path)
-    if res is None:
-        why = ('timed out after %s s' % p['timeout']) if time.monotonic() - started >= p['timeout'] else 'exited'
-        module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
-                             % (who, why, p['key'], log), **result)
-    if not res.get('ok'):
-        module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, res.get('error'), log), **result)
-    result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
-    if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
-        module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
-                             % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
-                                p['expected_sha256']), **result)
-    module.exit_json(**result)
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -439,7 +370,6 @@ def main():
         module.fail_json(msg='size_bytes must be at least 1, got %d' % p['size_bytes'])
     base = '%s/%s' % (p['state_dir'].rstrip('/'), safe_name(p['key']))
     pid_path, log_path, result_path, stop_path = base + '.pid', base + '.log', base + '.result', base + '.stop'
-    removed_path = base + '.removed'
     result = dict(changed=False, key=p['key'], mode=p['mode'])
 
     if module.check_mode:
@@ -455,8 +385,8 @@ def main():
     if p['mode'] == 'remove':
         pid = target.read_pid(pid_path)
         try:
-            how = stop_holder(target, pid, removed_path, p['poll_interval'])
-            for path in (pid_path, result_path, stop_path, removed_path, log_path, log_path + '.1'):
+            how = target.stop(pid, timeout=10, interval=p['poll_interval']) if pid else 'gone'
+            for path in (pid_path, result_path, stop_path, log_path, log_path + '.1'):
                 target.remove_file(path)
         except ProcError as exc:
             module.fail_json(msg='%s: could not stop the probe holder: %s' % (who, exc))
@@ -480,17 +410,31 @@ def main():
     check_master(module, address, who)
 
     if p['mode'] == 'get':
-        read(module, target, python, args, base + '.get', address, who, result)
+        rc, out, err = target.run([python, '-c', CLIENT, json.dumps(args)])
+        res = parse_result(out)
+        if res is None:
+            why = ('timed out after %s s' % p['timeout']) if rc in (-14, 142) else 'ended with rc %s' % rc
+            module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
+                                 % (who, why, p['key'], _mooncake.log_excerpt((err or '') + (out or ''), 20)), **result)
+        if not res.get('ok'):
+            module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
+                                 % (who, p['local_hostname'], p['key'], address, res.get('error'),
+                                    _mooncake.log_excerpt(err, 20)), **result)
+        result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
+        if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
+            module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
+                                 % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
+                                    p['expected_sha256']), **result)
+        module.exit_json(**result)
 
     # put: a detached holder keeps the writer's segment (and so the object) in the pool.
     try:
         old = target.read_pid(pid_path)
         if old:
             target.stop(old, timeout=10, interval=p['poll_interval'])
-        for path in (result_path, stop_path, removed_path):
+        for path in (result_path, stop_path):
             target.remove_file(path)
-        args.update(result_file=result_path, stop_file=stop_path, removed_file=removed_path,
-                    hold_seconds=p['hold_seconds'])
+        args.update(result_file=result_path, stop_file=stop_path, hold_seconds=p['hold_seconds'])
         argv = [python, '-c', CLIENT, json.dumps(args)]
         pid = target.start(argv, pid_path, log_path)
     except ProcError as exc:

@@ -109,7 +109,7 @@ def test_preflight_names_every_finding_in_one_summary_before_anything_changes(de
         'ERROR node1 npu: NPU driver',
         'ERROR node2 npu: NPU 5 of instance vllm-8003 is busy: process',
         'ERROR node2 npu: NPU 6 of instance vllm-8003 is not healthy (Health Alarm)',
-        'ERROR node1 memory: 2 instance(s) with 8 TP rank(s) in all x (global_segment_size 400.0 GiB',
+        'ERROR node1 memory: 2 instance(s) x TP 4 x (global_segment_size 400 GiB + local_buffer_size 1 GiB)',
         'ERROR node2 port: port 8003 (instance vllm-8003) is already held by pid',
         'python3 -m http.server 8003',
         'ERROR node1 model: model %s differs in size across nodes' % MODEL,

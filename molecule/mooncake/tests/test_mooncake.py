@@ -92,8 +92,7 @@ def test_probe_reads_node1s_object_on_node2_and_changes_nothing():
     assert re.search(r'put on node1: 1048576 bytes in [0-9.]+ ms \([0-9.]+ MB/s\)', run.stdout), run.stdout
     assert re.search(r'node1 -> node2: 1048576 bytes in [0-9.]+ ms \([0-9.]+ MB/s\), sha256 match', run.stdout)
     assert all(r['changed'] == 0 and r['failed'] == 0 for r in run.recap().values()), run.recap()
-    # The writer's holder is gone and the object with it. The module returns once the object is removed; the store
-    # clients then close their pool connection on their own (about 2 s, bounded by a 30 s alarm) and exit.
+    # The writer's holder is gone and the object with it; only the record that the pool was proven stays.
     deadline = time.monotonic() + 35
     while True:
         rc, out = sh('node1', 'ls /var/lib/ascend-kvpool/probe/ 2>/dev/null; pgrep -f KVPOOL_PROBE_RESUL[T] || true')
