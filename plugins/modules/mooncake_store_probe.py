@@ -24,9 +24,12 @@ description:
     O(hold_seconds) pass. The reader nodes then pull the bytes across the network from the writer's DRAM, the
     same path as a cross-node KV cache hit.
   - O(mode=get) reads O(key) in a short-lived client (which contributes no segment of its own by default), compares
-    the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs.
-  - O(mode=remove) stops the holder (which removes the object and closes its client) and deletes its files,
-    its log included.
+    the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs. The
+    module returns as soon as the client has reported; the client then closes its connection to the pool (about
+    2 s in Mooncake 0.3) and exits on its own, bounded by a 30 s alarm.
+  - O(mode=remove) stops the holder, which removes the object and closes its client, and waits until it has
+    exited, so that its segment has left the pool before anything else is stored there (objects stored in a
+    segment that is unmounted are lost). Its files, its log included, are deleted.
   - Before connecting, the master address of a C(host:port) form is checked with a TCP connect, so an unreachable
     master fails in seconds with a clear message instead of the client's 20 retries.
   - The client runs in its own Python process (O(python), on the host or in O(container)), so the glog output of
@@ -248,7 +251,10 @@ else:
         res.update(ok=False, stage="get", error="get returned no data (key not found)")
 signal.alarm(0)
 emit(res)
+# store.close() unmounts the segment and joins the client's threads: about 2 s. A reader (no segment) closes on its
+# own after its result; the writer's holder is waited for (its segment must leave the pool). SIGALRM bounds both.
 if a["mode"] != "put" or not res["ok"]:
+    signal.alarm(30)
     store.close()
     raise SystemExit(0 if res["ok"] else 4)
 stop = {"now": False}
@@ -262,6 +268,7 @@ while not stop["now"] and time.time() < deadline and not os.path.exists(a["stop_
 try:
     store.remove(a["key"])
 finally:
+    signal.alarm(30)
     store.close()
 '''
 
@@ -341,6 +348,53 @@ def check_master(module, address, who):
                          master_server_address=address)
 
 
+def client_log(target, path):
+    """The last lines of a client's log, without its result line."""
+    text = (target.read_file(path) or b'').decode('utf-8', 'replace')
+    return _mooncake.log_excerpt('\n'.join(line for line in text.splitlines() if not line.startswith(MARK)), 20)
+
+
+def read(module, target, python, args, base, address, who, result):
+    """mode=get: run the reader client detached and return on its result file, not on its exit (its client close
+    takes about 2 s more, bounded by its own alarm)."""
+    p = module.params
+    pid_path, log_path, result_path = base + '.pid', base + '.log', base + '.result'
+    state = {'res': None}
+
+    def reported():
+        state['res'] = parse_result(target.read_file(result_path))
+        return state['res'] is not None
+
+    try:
+        target.remove_file(result_path)
+        pid = target.start([python, '-c', CLIENT, json.dumps(dict(args, result_file=result_path))], pid_path, log_path)
+    except ProcError as exc:
+        module.fail_json(msg='%s: could not start the store client: %s' % (who, exc), **result)
+    started = time.monotonic()
+    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'], alive=lambda: target.pid_alive(pid))
+    if not wait['ready'] and wait['died']:
+        reported()  # it may have written its result just before exiting
+    res = state['res']
+    log = client_log(target, log_path)
+    if res is None:
+        target.stop(pid, timeout=5, interval=p['poll_interval'])
+    for path in (pid_path, result_path, log_path, log_path + '.1'):
+        target.remove_file(path)
+    if res is None:
+        why = ('timed out after %s s' % p['timeout']) if time.monotonic() - started >= p['timeout'] else 'exited'
+        module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
+                             % (who, why, p['key'], log), **result)
+    if not res.get('ok'):
+        module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
+                             % (who, p['local_hostname'], p['key'], address, res.get('error'), log), **result)
+    result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
+    if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
+        module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
+                             % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
+                                p['expected_sha256']), **result)
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -410,22 +464,7 @@ def main():
     check_master(module, address, who)
 
     if p['mode'] == 'get':
-        rc, out, err = target.run([python, '-c', CLIENT, json.dumps(args)])
-        res = parse_result(out)
-        if res is None:
-            why = ('timed out after %s s' % p['timeout']) if rc in (-14, 142) else 'ended with rc %s' % rc
-            module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
-                                 % (who, why, p['key'], _mooncake.log_excerpt((err or '') + (out or ''), 20)), **result)
-        if not res.get('ok'):
-            module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
-                                 % (who, p['local_hostname'], p['key'], address, res.get('error'),
-                                    _mooncake.log_excerpt(err, 20)), **result)
-        result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
-        if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
-            module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
-                                 % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
-                                    p['expected_sha256']), **result)
-        module.exit_json(**result)
+        read(module, target, python, args, base + '.get', address, who, result)
 
     # put: a detached holder keeps the writer's segment (and so the object) in the pool.
     try:

@@ -79,6 +79,9 @@ class MooncakeDistributedStore(object):
         return 0
 
     def close(self):
+        gate = os.environ.get("FAKE_CLOSE_GATE")  # Mooncake's close takes about 2 s; the gate holds it open
+        while gate and not os.path.exists(gate):
+            time.sleep(0.02)
         return 0
 '''
 
@@ -158,9 +161,41 @@ def test_put_get_remove_across_a_kept_segment(env, capsys):
 
     removed = run(env, capsys, mode='remove')
     assert removed['changed'] and removed['holder_pid'] == holder
-    assert not _proc.ProcessTarget(None).pid_alive(holder)
+    assert exits(holder)
     assert not (env['store'] / 'probe-1.bin').exists()                 # the holder removed the object on its way out
     assert not run(env, capsys, mode='remove')['changed']
+
+
+def exits(pid):
+    return _proc.wait_until([('exited', lambda: not _proc.ProcessTarget(None).pid_alive(pid))], 10, 0.02)['ready']
+
+
+def client_pid(env, hostname):
+    for name in os.listdir(str(env['store'])):
+        if name.startswith('setup-'):
+            with open(str(env['store'] / name)) as fh:
+                if json.load(fh)[0] == hostname:
+                    return int(name[len('setup-'):-len('.json')])
+    return None
+
+
+def test_get_returns_before_its_client_closes_and_remove_waits_for_the_writer(env, capsys, monkeypatch):
+    # Mooncake's store.close() joins the client's threads for about 2 s. A reader (no segment) reports first and
+    # closes on its own; the writer's holder must be gone at remove's return: objects that other clients store in
+    # its segment meanwhile would be lost when it unmounts.
+    gate = env['tmp'] / 'close-gate'
+    monkeypatch.setenv('FAKE_CLOSE_GATE', str(gate))
+    put = run(env, capsys, mode='put', local_hostname='10.0.0.1', node_name='node1')
+    got = run(env, capsys, mode='get', expected_sha256=put['sha256'], local_hostname='10.0.0.2', node_name='node2')
+    assert got['sha256'] == put['sha256']
+    reader = client_pid(env, '10.0.0.2')
+    assert _proc.ProcessTarget(None).pid_alive(reader)                  # still closing, and the module returned
+    gate.write_text('')
+    removed = run(env, capsys, mode='remove')
+    assert removed['changed'] and not (env['store'] / 'probe-1.bin').exists()
+    assert not _proc.ProcessTarget(None).pid_alive(put['holder_pid'])   # closed and gone at return
+    assert sorted(os.listdir(env['state_dir'])) == []                   # no file is left behind
+    assert exits(reader)
 
 
 def test_reader_fails_naming_the_node_when_the_object_is_gone(env, capsys):
