@@ -181,7 +181,7 @@ def test_killed_master_is_restored_and_the_pool_probe_passes_again(deployed):
 def test_a_failed_pool_probe_is_run_again_by_a_rerun_that_changes_nothing(deployed):
     """site.yml probes the pool when the master or a mooncake.json changed, and while the probe's record on its
     writer (node1) says the pool was not proven: a failed probe is not forgotten by the next run."""
-    marker = '/var/lib/ascend-kvpool/probe/pool-proven'
+    marker = '/etc/ascend-kvpool/mooncake.json.proven'
     assert lib.sh(lib.NODES['node1'], 'cat %s' % marker)[0] == 0               # the deployment proved the pool
     failed = site(extra_vars={'kvpool_pool_probe': 'always', 'mooncake_config_probe_python': '/nonexistent/python3'})
     assert failed.rc != 0 and '/nonexistent/python3 not found' in failed.stdout, failed.stdout[-4000:]
