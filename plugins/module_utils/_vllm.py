@@ -357,6 +357,17 @@ def probe_host(host):
 format_host_port = _mooncake.format_host_port
 
 
+def managed_names(find_output, settings_name='settings.json'):
+    """Sorted instance names of ``find <state_dir>/ -mindepth 2 -maxdepth 2 -name settings.json`` output: the
+    directory holding each settings file, when it is a valid instance name (anything else there is not ours)."""
+    names = set()
+    for line in (find_output or '').splitlines():
+        parts = line.strip().rstrip('/').split('/')
+        if len(parts) >= 2 and parts[-1] == settings_name and NAME_RE.match(parts[-2]):
+            names.add(parts[-2])
+    return sorted(names)
+
+
 def stat_state(stat_text):
     """The one-letter state (R, S, D, Z, ...) of a /proc/<pid>/stat line, or None."""
     rest = stat_fields(stat_text)

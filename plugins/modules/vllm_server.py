@@ -146,6 +146,15 @@ options:
     description: Directory (on the host, or in the container) under which C(<name>/) holds the pid, log and settings.
     type: path
     default: /var/lib/ascend-kvpool/vllm
+  stop_unlisted:
+    description:
+      - Names of every instance under O(state_dir) that is to stay (O(name) among them). Before anything else, every
+        other instance this module started under O(state_dir) (a C(<name>/settings.json) there) that still runs is
+        stopped as O(state=stopped) stops it, and named in RV(stopped_unlisted). Use it to retire instances that
+        were removed from an inventory in the same call that launches the listed ones.
+      - Unset stops nothing else.
+    type: list
+    elements: str
   wait:
     description:
       - Wait for the health gate. C(false) returns right after the launch (see the description).
@@ -318,6 +327,13 @@ log_tail:
   description: Last lines of the log.
   returned: on a failed start
   type: str
+stopped_unlisted:
+  description: Instances under O(state_dir) not named in O(stop_unlisted) that were stopped (or would be, in check
+    mode); empty when O(stop_unlisted) is unset.
+  returned: always
+  type: list
+  elements: str
+  sample: [qwen-8003]
 """
 
 import binascii
@@ -449,6 +465,34 @@ def write_settings(target, path, data):
     target.write_file(path, json.dumps(data, indent=2, sort_keys=True) + '\n', mode=0o600)
 
 
+def stop_unlisted(module, target, keep):
+    """Stop every instance recorded under state_dir whose name is not in ``keep``; returns their names (in check
+    mode: the names that would be stopped)."""
+    p = module.params
+    state_dir = p['state_dir'].rstrip('/') or ''
+    rc, out, dummy = target.run(['find', state_dir + '/', '-mindepth', '2', '-maxdepth', '2', '-name', SETTINGS_NAME])
+    stopped = []
+    for other in _vllm.managed_names(out if rc == 0 else '', SETTINGS_NAME):
+        if other in keep:
+            continue
+        settings_path = '%s/%s/%s' % (state_dir, other, SETTINGS_NAME)
+        recorded = read_settings(target, settings_path)
+        pid = same_process(target, recorded) or orphan_group(target, recorded)
+        if not pid:
+            continue
+        if not module.check_mode:
+            try:
+                stop_instance(target, pid, p['stop_timeout'], p['poll_interval'],
+                              '%s/%s/%s' % (state_dir, other, PID_NAME))
+                recorded.update(pid=None, starttime=None, awaiting=False)
+                write_settings(target, settings_path, recorded)
+            except ProcError as exc:
+                module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s'
+                                     % (other, exc), stopped_unlisted=stopped)
+        stopped.append(other)
+    return stopped
+
+
 def launch_argv(argv, path_prepend):
     if not path_prepend:
         return list(argv)
@@ -480,6 +524,7 @@ def main():
             binary=dict(type='str', default='vllm'),
             container=dict(type='str'),
             state_dir=dict(type='path', default='/var/lib/ascend-kvpool/vllm'),
+            stop_unlisted=dict(type='list', elements='str'),
             wait=dict(type='bool', default=True),
             ready_timeout=dict(type='float', default=1800),
             poll_interval=dict(type='float', default=0.2),
@@ -509,6 +554,9 @@ def main():
     if misplaced:
         module.fail_json(msg='set the API key with api_key (kept out of the command line, the settings file and the '
                              'output), not %s' % ' or '.join(misplaced))
+    if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:
+        module.fail_json(msg='name %s must be one of stop_unlisted (the instances that stay), got %s'
+                             % (p['name'], ', '.join(p['stop_unlisted']) or 'an empty list'))
     api_key = p['api_key'] or None
     path_prepend = {}
     for key, value in sorted((p['path_prepend'] or {}).items()):
@@ -532,7 +580,8 @@ def main():
         if p['state'] == 'stopped' or module.check_mode:
             module.exit_json(changed=p['state'] != 'stopped', state='stopped', pid=None, health='unknown',
                              action='none' if p['state'] == 'stopped' else 'started', reason=str(exc), argv=[],
-                             env=env, fingerprint='', endpoint=None, models=[], ready_seconds=None, log_path='')
+                             env=env, fingerprint='', endpoint=None, models=[], ready_seconds=None, log_path='',
+                             stopped_unlisted=[])
         module.fail_json(msg=str(exc))
 
     inst_dir = '%s/%s' % (p['state_dir'].rstrip('/') or '', p['name'])
@@ -541,8 +590,9 @@ def main():
     settings_path = '%s/%s' % (inst_dir, SETTINGS_NAME)
     host = p['health_host'] or _vllm.probe_host(p['host'])
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
-    result = dict(changed=False, endpoint=endpoint, log_path=log_path, ready_seconds=None, models=[],
-                  health='stopped')
+    unlisted = stop_unlisted(module, target, p['stop_unlisted']) if p['stop_unlisted'] is not None else []
+    result = dict(changed=bool(unlisted), endpoint=endpoint, log_path=log_path, ready_seconds=None, models=[],
+                  health='stopped', stopped_unlisted=unlisted)
 
     recorded = read_settings(target, settings_path)
     running = same_process(target, recorded)
@@ -696,7 +746,7 @@ def main():
         module.exit_json(**result)
 
     # From here `changed` tells what really happened: an instance stopped, or a new one running.
-    result['changed'] = False
+    result['changed'] = bool(unlisted)
     try:
         if running:
             stop_instance(target, running, p['stop_timeout'], p['poll_interval'], pid_path)

@@ -444,3 +444,13 @@ def test_main_error_prefers_the_root_cause():
                                      "failed. See root cause above. Failed core proc(s): {})")
     assert _vllm.main_error('ValueError: x\n') == 'ValueError: x'
     assert _vllm.main_error('all fine\n') is None
+
+
+def test_managed_names_are_the_directories_holding_a_settings_file():
+    out = ('/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
+           '/var/lib/ascend-kvpool/vllm//vllm-8003/settings.json\n'
+           '/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
+           '/var/lib/ascend-kvpool/vllm/not ours/settings.json\n'
+           '/var/lib/ascend-kvpool/vllm/vllm-8004/settings.json.tmp\n')
+    assert _vllm.managed_names(out) == ['vllm-8002', 'vllm-8003']
+    assert _vllm.managed_names('') == [] and _vllm.managed_names(None) == []

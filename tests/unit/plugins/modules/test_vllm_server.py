@@ -331,6 +331,32 @@ def test_container_mode_runs_through_docker_exec(ctx, capsys):
     assert any(c.startswith('exec -i vllm-ascend sh -c') and 'kvpool-start' in c for c in calls)
 
 
+@pytest.mark.parametrize('container', [None, 'vllm-ascend'])
+def test_stop_unlisted_stops_the_others_before_the_launch(ctx, capsys, container):
+    b = run(ctx, capsys, name='qwen-b', port=free_port(), container=container)
+    c = run(ctx, capsys, name='qwen-c', port=free_port(), container=container, wait=False)
+    assert b['health'] == 'healthy' and c['state'] == 'running', (b.get('msg'), c.get('msg'))
+    keep = ['qwen-a', 'qwen-b']
+    # Check mode names the instance that would go and stops nothing.
+    checked = run(ctx, capsys, check=True, stop_unlisted=keep, container=container)
+    assert checked['stopped_unlisted'] == ['qwen-c'] and checked['changed'] and alive(c['pid'])
+    res = run(ctx, capsys, stop_unlisted=keep, container=container, wait=False)
+    assert res['stopped_unlisted'] == ['qwen-c'] and res['changed'] and res['action'] == 'started'
+    assert not group_alive(c['pid']) and alive(b['pid']) and settings(ctx, 'qwen-c')['pid'] is None
+    # Nothing left to stop: the next call changes nothing (qwen-a is being loaded, qwen-b runs).
+    again = run(ctx, capsys, stop_unlisted=keep, container=container)
+    assert again['stopped_unlisted'] == [] and not again['changed'] and again['health'] == 'healthy'
+    # Unset: nothing else is looked at.
+    stopped = run(ctx, capsys, name='qwen-b', container=container, state='stopped')
+    assert stopped['stopped_unlisted'] == [] and stopped['changed'] and not group_alive(b['pid'])
+
+
+def test_stop_unlisted_must_list_the_instance_itself(ctx, capsys):
+    res = run(ctx, capsys, stop_unlisted=['qwen-b'])
+    assert res['failed'] and 'name qwen-a must be one of stop_unlisted' in res['msg'] and 'qwen-b' in res['msg']
+    assert not os.path.exists(os.path.join(ctx['state_dir'], 'qwen-a'))
+
+
 def test_missing_container(ctx, capsys):
     res = run(ctx, capsys, container='gone')
     assert res['failed'] and 'container gone not found' in res['msg']
