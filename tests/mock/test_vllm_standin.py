@@ -524,6 +524,19 @@ def _delta(before, after, name, **labels):
     raise KeyError(name)
 
 
+def _puts_settled(inst, timeout=30.0):
+    """Wait until the instance's asynchronous sending thread has put every queued block into the pool
+    (the stand-in's gauge kvpool_sim_pool_put_pending is 0), so the next step sees all of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [v for k, v in inst.metrics().items() if k.startswith("kvpool_sim_pool_put_pending")]
+        assert pending, "the stand-in exports kvpool_sim_pool_put_pending"
+        if not any(pending):
+            return
+        assert time.monotonic() < deadline, "puts still pending after %.0f s" % timeout
+        time.sleep(0.02)
+
+
 def _step(inst, prompts):
     before = inst.metrics()
     ttfts = []
@@ -531,6 +544,7 @@ def _step(inst, prompts):
         ttft, events, pieces = inst.stream_chat(prompt, max_tokens=10)
         assert len(pieces) == 10 and events[-1] == b"[DONE]"
         ttfts.append(ttft)
+    _puts_settled(inst)
     after = inst.metrics()
     counters = {name: _delta(before, after, name) for name in (
         "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
@@ -583,8 +597,7 @@ def test_guide_three_steps_through_the_real_pool(cluster):
 def test_different_pythonhashseed_loses_cross_node_hits(cluster):
     """Same prompts, same pool, same model, PYTHONHASHSEED=1 instead of 0: no block hash matches, no pool hit."""
     data_c = dataset(3, 2)
-    _step(cluster["node1"], data_c)  # PYTHONHASHSEED=0: computed and put into the pool
-    time.sleep(0.3)
+    _step(cluster["node1"], data_c)  # PYTHONHASHSEED=0: computed and put into the pool (the step waits for the puts)
     counters = _step(cluster["seed1"], data_c)[1]
     assert counters["vllm:external_prefix_cache_queries_total"] == 2 * PROMPT_TOKENS
     assert counters["vllm:external_prefix_cache_hits_total"] == 0

@@ -150,6 +150,18 @@ def metric(endpoint, name):
     return total
 
 
+def puts_settled(endpoint, timeout=30.0):
+    """Wait until the instance has put every block it queued into the pool (SIMULATED gauge of the stand-in:
+    kvpool_sim_pool_put_pending, see tests/mock/vllm/README.md). vllm-ascend puts from a sending thread after the
+    prefill, so another node asked at once may find only part of the blocks. Returns whether it settled."""
+    deadline = time.monotonic() + timeout
+    while metric(endpoint, 'kvpool_sim_pool_put_pending') > 0:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def instance_pids(node):
     """{instance name: pid} of the instances the collection runs on a mock node (from their settings files)."""
     rc, out = sh(NODES[node], 'for f in /var/lib/ascend-kvpool/vllm/*/settings.json; do [ -f "$f" ] && cat "$f" '

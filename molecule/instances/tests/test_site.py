@@ -89,6 +89,7 @@ def test_the_pool_is_shared_across_nodes(deployed):
     request = {'model': 'qwen', 'prompt': prompt, 'max_tokens': 2}
     status, body = lib.http(ENDPOINT['node1'] + '/v1/completions', request)
     assert status == 200, body
+    assert lib.puts_settled(ENDPOINT['node1'])  # node1's sending thread has put the prompt's blocks
     status, body = lib.http(ENDPOINT['node2'] + '/v1/completions', request)
     assert status == 200, body
     # node2 never saw the prompt: its prefix came from node1's KV blocks in the Mooncake pool.

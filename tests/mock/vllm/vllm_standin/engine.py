@@ -212,6 +212,9 @@ class Engine:
         ]
         self._send_queue = queue.Queue()
         self._sender = None
+        # SIMULATED gauge: batches of blocks queued for the pool or being put (a test waits for 0 before it asks
+        # another node for those blocks; the sending thread is asynchronous, as in vllm-ascend).
+        metrics.put_pending = lambda: self._send_queue.unfinished_tasks
         if self.pool_put:
             self._sender = threading.Thread(target=self._send_loop, name="KVCacheStoreSendingThread", daemon=True)
             self._sender.start()
@@ -234,11 +237,6 @@ class Engine:
                 log.error("kv_transfer.py", "Failed to put keys: %s" % exc)
             finally:
                 self._send_queue.task_done()
-
-    def flush_puts(self, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while self._send_queue.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.005)
 
     def stop(self):
         if self._sender is not None:

@@ -64,6 +64,7 @@ class Metrics:
         self.success = {"length": 0, "stop": 0, "abort": 0}
         self.running = 0
         self.waiting = 0
+        self.put_pending = lambda: 0
         self.hist = {"ttft": Histogram(TTFT_BUCKETS), "tpot": Histogram(TPOT_BUCKETS), "e2e": Histogram(E2E_BUCKETS)}
 
     def inc(self, key, amount=1):
@@ -101,6 +102,8 @@ class Metrics:
                 ("vllm:num_requests_running", "Number of requests in model execution batches.", self.running),
                 ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting),
                 ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.cache_usage()),
+                ("kvpool_sim_pool_put_pending", "Batches of KV blocks queued for the pool or being put by the "
+                 "sending thread.", self.put_pending()),
             ]
             for name, text, value in gauges:
                 out += ["# HELP %s %s%s" % (name, SIM, text), "# TYPE %s gauge" % name,
