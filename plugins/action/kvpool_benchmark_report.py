@@ -17,31 +17,23 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
-
-ARGUMENT_SPEC = dict(
-    results=dict(type='dict', required=True),
-    report_dir=dict(type='path', required=True),
-    basename=dict(type='str', default='kvpool_benchmark'),
-    label=dict(type='str', default=''),
-    settings=dict(type='dict', default={}),
-    instances=dict(type='dict', default={}),
-    chart=dict(type='bool', default=True),
-)
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, write_atomic
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ControllerReportAction):
+    ARGUMENT_SPEC = dict(
+        results=dict(type='dict', required=True),
+        report_dir=dict(type='path', required=True),
+        basename=dict(type='str', default='kvpool_benchmark'),
+        label=dict(type='str', default=''),
+        settings=dict(type='dict', default={}),
+        instances=dict(type='dict', default={}),
+        chart=dict(type='bool', default=True),
+    )
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
+    def report(self, result, args, task_vars):
         report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'])
         result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
         if self._task.check_mode and not any(

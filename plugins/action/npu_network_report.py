@@ -9,42 +9,27 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import host_values, write_json_report
-
-ARGUMENT_SPEC = dict(
-    result_var=dict(type='str', default='npu_network_node_result'),
-    hosts=dict(type='list', elements='str'),
-    all_hosts=dict(type='list', elements='str'),
-    label=dict(type='str', default=''),
-    path=dict(type='path'),
-)
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ControllerReportAction):
+    ARGUMENT_SPEC = dict(
+        result_var=dict(type='str', default='npu_network_node_result'),
+        hosts=dict(type='list', elements='str'),
+        all_hosts=dict(type='list', elements='str'),
+        label=dict(type='str', default=''),
+        path=dict(type='path'),
+    )
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
-        hostvars = task_vars['hostvars']
+    def report(self, result, args, task_vars):
         hosts = args['hosts'] if args['hosts'] is not None else task_vars.get('ansible_play_hosts', [])
         all_hosts = args['all_hosts']
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
-        node_results = host_values(hostvars, args['result_var'], hosts)
+        node_results = host_values(task_vars['hostvars'], args['result_var'], hosts)
         report = npu_network_report(node_results, all_hosts, args['label'])
         result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'])
         if args['path']:
-            try:
-                result['path'] = write_json_report(args['path'], report)
-            except (IOError, OSError) as e:
-                raise AnsibleActionFail('cannot write the report to %s: %s (set npu_network_report_path)'
-                                        % (args['path'], e.strerror or e)) from e
+            result['path'] = self.write_report(args['path'], report, 'npu_network_report_path')
         return result

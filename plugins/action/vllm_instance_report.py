@@ -9,44 +9,29 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.ascend.kvpool.plugins.filter.vllm import vllm_instance_summary
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import host_values, write_json_report
-
-ARGUMENT_SPEC = dict(
-    status_var=dict(type='str', default='vllm_instance_status'),
-    all_hosts=dict(type='list', elements='str'),
-    label=dict(type='str', default=''),
-    path=dict(type='path'),
-)
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ControllerReportAction):
+    ARGUMENT_SPEC = dict(
+        status_var=dict(type='str', default='vllm_instance_status'),
+        all_hosts=dict(type='list', elements='str'),
+        label=dict(type='str', default=''),
+        path=dict(type='path'),
+    )
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
-        hostvars = task_vars['hostvars']
+    def report(self, result, args, task_vars):
         all_hosts = args['all_hosts']
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', [])
         running = task_vars.get('ansible_play_hosts', all_hosts)
-        status = host_values(hostvars, args['status_var'], all_hosts)
+        status = host_values(task_vars['hostvars'], args['status_var'], all_hosts)
         # Hosts with a status (with serial: the batches so far), then those that failed before they had one.
         order = [h for h in all_hosts if h in status] + [h for h in all_hosts if h not in status and h not in running]
         report = vllm_instance_summary(status, order, args['label'])
         result.update(report)
         result.update(changed=False)
         if args['path']:
-            try:
-                result['path'] = write_json_report(args['path'], dict(report, status=status))
-            except (IOError, OSError) as e:
-                raise AnsibleActionFail('cannot write the report to %s: %s (set vllm_instance_report_path)'
-                                        % (args['path'], e.strerror or e)) from e
+            result['path'] = self.write_report(args['path'], dict(report, status=status), 'vllm_instance_report_path')
         return result

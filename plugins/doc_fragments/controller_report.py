@@ -31,4 +31,11 @@ options:
   path:
     description: Controller path of the JSON report; not written when omitted.
     type: path
+  all_hosts:
+    description:
+      - Every host the play started with, in report order; default C(ansible_play_hosts_all).
+      - A host without results that is no longer in the play is reported as not answering (unreachable, or failed
+        before its results were set).
+    type: list
+    elements: str
 """

@@ -33,10 +33,6 @@ options:
     description: Hosts whose results are merged; default the hosts of the play that are still running.
     type: list
     elements: str
-  all_hosts:
-    description: Every host the play started with; those without results are reported as not answering.
-    type: list
-    elements: str
 seealso:
   - module: ascend.kvpool.hccn_facts
   - module: ascend.kvpool.hccn_ping

@@ -29,12 +29,6 @@ options:
     description: Name of the host variable that holds each host's list of instance statuses.
     type: str
     default: vllm_instance_status
-  all_hosts:
-    description:
-      - Every host the play started with, in report order; default C(ansible_play_hosts_all).
-      - Hosts without statuses that are no longer in the play are reported as failed or unreachable.
-    type: list
-    elements: str
 seealso:
   - module: ascend.kvpool.vllm_server
 """

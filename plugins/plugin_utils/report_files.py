@@ -2,8 +2,8 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Report files the action plugins write on the controller (outputs of a run, not managed state), and the host
-variables they are built from."""
+"""Report files the action plugins write on the controller (outputs of a run, not managed state), the host
+variables they are built from, and the base class of those action plugins."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,6 +11,9 @@ __metaclass__ = type
 
 import json
 import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
 
 
 def write_atomic(path, text):
@@ -42,3 +45,34 @@ def write_json_report(path, report):
     path = os.path.abspath(os.path.expanduser(path))
     write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + '\n')
     return path
+
+
+class ControllerReportAction(ActionBase):
+    """Base of the report actions: they run in the controller's own process, need no connection and copy no file.
+
+    A subclass sets ``ARGUMENT_SPEC`` and implements ``report(result, args, task_vars)``, which gets the validated
+    arguments and returns the task result.
+    """
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    ARGUMENT_SPEC = {}
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ControllerReportAction, self).run(tmp, task_vars)
+        del tmp
+        dummy, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
+        return self.report(result, args, task_vars or {})
+
+    def report(self, result, args, task_vars):
+        raise NotImplementedError
+
+    @staticmethod
+    def write_report(path, report, variable):
+        """:func:`write_json_report`, failing the task with a message that names ``variable`` (the role variable
+        that sets ``path``) when the file cannot be written."""
+        try:
+            return write_json_report(path, report)
+        except (IOError, OSError) as e:
+            raise AnsibleActionFail('cannot write the report to %s: %s (set %s)'
+                                    % (path, e.strerror or e, variable)) from e

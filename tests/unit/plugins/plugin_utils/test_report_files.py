@@ -8,11 +8,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 import pytest
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
 
+from ansible_collections.ascend.kvpool.plugins.action import kvpool_benchmark_report as benchmark_action
+from ansible_collections.ascend.kvpool.plugins.action import npu_network_report as npu_network_action
+from ansible_collections.ascend.kvpool.plugins.action import vllm_instance_report as vllm_instance_action
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
+    ControllerReportAction,
     host_values,
     write_atomic,
     write_json_report,
@@ -61,3 +68,45 @@ def test_write_json_report_expands_the_path_and_writes_sorted_json(tmp_path, mon
     assert path == str(tmp_path / 'reports' / 'r.json')
     with open(path) as handle:
         assert handle.read() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'
+
+
+class FakeTask(object):
+    def __init__(self, args):
+        self.args = args
+        self.check_mode = False
+
+
+def run_report_action(monkeypatch, plugin_cls, args, task_vars):
+    """A report action as the controller runs it: no connection, the task's arguments validated first."""
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    plugin = plugin_cls.__new__(plugin_cls)
+    plugin._task = FakeTask(args)
+    return plugin.run(task_vars=task_vars)
+
+
+HOSTVARS = {'node1': {'npu_network_node_result': {'npus': 8}}, 'node2': {'npu_network_node_result': {'npus': 8}}}
+
+
+def test_report_actions_need_no_connection_and_copy_nothing():
+    for cls in (npu_network_action.ActionModule, vllm_instance_action.ActionModule, benchmark_action.ActionModule):
+        assert issubclass(cls, ControllerReportAction)
+        assert cls._requires_connection is False and cls.TRANSFERS_FILES is False and cls.ARGUMENT_SPEC
+
+
+def test_report_action_validates_its_arguments_and_writes_the_report(monkeypatch, tmp_path):
+    task_vars = {'hostvars': HOSTVARS, 'ansible_play_hosts': ['node1', 'node2'],
+                 'ansible_play_hosts_all': ['node1', 'node2']}
+    path = tmp_path / 'reports' / 'npu_network.json'
+    res = run_report_action(monkeypatch, npu_network_action.ActionModule, {'path': str(path), 'label': 'lab'},
+                            task_vars)
+    assert res['ok'] and res['path'] == str(path) and json.loads(path.read_text())['npus_checked'] == 16
+    with pytest.raises(AnsibleActionFail, match='no_such_option'):
+        run_report_action(monkeypatch, npu_network_action.ActionModule, {'no_such_option': 1}, task_vars)
+
+
+def test_an_unwritable_report_names_the_variable_to_set(monkeypatch, tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('x')
+    task_vars = {'hostvars': {}, 'ansible_play_hosts_all': []}
+    with pytest.raises(AnsibleActionFail, match=r'cannot write the report to .*\(set vllm_instance_report_path\)'):
+        run_report_action(monkeypatch, vllm_instance_action.ActionModule, {'path': str(blocker / 'r.json')}, task_vars)
