@@ -18,6 +18,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
+
 DRIVER_ERROR_MARKER = "dcmi module initialize failed"
 
 # ``dcmi module initialize failed. ret is -8005`` (driver not loaded) and the sibling seen when another
@@ -270,9 +272,19 @@ def parse_list(text):
 SEARCH_DIRS = ['/usr/local/bin', '/usr/local/sbin', '/usr/local/Ascend/driver/tools']
 
 
+# The failure of a host without npu-smi (npu_smi_facts, and the npu read of preflight_facts).
+NOT_FOUND = ('npu-smi not found on this host (looked on PATH and in %s); install the Ascend driver or set '
+             'npu_smi_path' % ', '.join(SEARCH_DIRS))
+
+
 def commands(tool):
     """The two reads of facts(): the NPU table and the NPU count."""
     return [[tool, 'info'], [tool, 'info', '-l']]
+
+
+def read(tool):
+    """The facts of the npu-smi at ``tool``: its two reads (commands()) run concurrently, parsed by facts()."""
+    return facts(*run_parallel(commands(tool)))
 
 
 def facts(info, listing):

@@ -99,7 +99,6 @@ busy_npus:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
-from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
 
 
 def main():
@@ -109,10 +108,9 @@ def main():
     )
     tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
-        module.fail_json(msg='npu-smi not found on this host (looked on PATH and in %s); install the Ascend driver '
-                             'or set npu_smi_path' % ', '.join(_npu_smi.SEARCH_DIRS))
+        module.fail_json(msg=_npu_smi.NOT_FOUND)
 
-    res = _npu_smi.facts(*run_parallel(_npu_smi.commands(tool)))
+    res = _npu_smi.read(tool)
     if res.get('failed'):
         module.fail_json(msg=res['msg'])
     module.exit_json(changed=False, **res)

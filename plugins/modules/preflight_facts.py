@@ -153,7 +153,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
-from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute, run_parallel
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
 
 def read_text(path):
@@ -310,7 +310,7 @@ def main():
     if p['npu_smi']:
         npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     with ThreadPoolExecutor(max_workers=5 + len(p['connect'])) as pool:
-        npus = pool.submit(read_npus, npu_smi) if npu_smi else None
+        npus = pool.submit(_npu_smi.read, npu_smi) if npu_smi else None
         ports = pool.submit(port_listeners, sorted(set(p['ports'])))
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
         connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
@@ -326,16 +326,9 @@ def main():
             container=container.result(),
         )
         if p['npu_smi']:
-            result['npu'] = npus.result() if npus else dict(
-                failed=True, msg='npu-smi not found on this host (looked on PATH and in %s); install the Ascend '
-                                 'driver or set npu_smi_path' % ', '.join(_npu_smi.SEARCH_DIRS))
+            result['npu'] = npus.result() if npus else dict(failed=True, msg=_npu_smi.NOT_FOUND)
     result['probe_s'] = round(time.monotonic() - started, 4)
     module.exit_json(**result)
-
-
-def read_npus(tool):
-    """The NPU facts, read with npu-smi's two queries run concurrently."""
-    return _npu_smi.facts(*run_parallel(_npu_smi.commands(tool)))
 
 
 def _valid_target(target):
