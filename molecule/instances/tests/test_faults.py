@@ -7,6 +7,7 @@ interrupted with SIGINT like Ctrl-C); the NPU faults and the skewed clock are th
 """
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -115,10 +116,15 @@ def test_preflight_names_every_finding_in_one_summary_before_anything_changes(de
         'ERROR node1 model: model %s differs in size across nodes' % MODEL,
         'ERROR node2 container: container runtime docker is not installed',
         'ERROR node1 hash_seed: PYTHONHASHSEED of instance vllm-8002 is random',
-        'ERROR node2 clock: clock is 30',
+        'ERROR node2 clock: clock is ',
         'WARNING node1 deprecated:',
     ]
     missing = [e for e in expected if e not in text]
+    # The offset is measured over SSH (node clock minus the midpoint of the round trip, to 0.1 s): 30 s of
+    # SIMULATED skew reads as 29.9 or 30.2 as well as 30.0.
+    skew = re.search(r'ERROR node2 clock: clock is (\d+(?:\.\d+)?) s ahead of the other nodes', text)
+    if not (skew and 28 < float(skew.group(1)) < 32):
+        missing.append('ERROR node2 clock: clock is about 30 s ahead of the other nodes')
     if missing:   # the summary lines and the nodes' clocks as the module sees them now, for the failure message
         summary = [line for line in run.stdout.splitlines() if line.startswith(('ERROR ', 'WARNING '))]
         clocks = dict((n, lib.module(n, 'ascend.kvpool.preflight_facts', {'ports': [22]}).get('clock'))
