@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,23 +34,42 @@ DEFAULT_TIMEOUT = 120
 def execute(argv, timeout=DEFAULT_TIMEOUT):
     """Run one argv list with the C locale; return (rc, stdout, stderr) as text.
 
-    A command that outlives ``timeout`` seconds is killed and reported with rc -9.
+    A command that outlives ``timeout`` seconds is killed with its whole process tree and reported with rc -9 and
+    ``timed out after N s`` on stderr. The command runs in its own session (process group), so the kill reaches
+    the children it forked too: a child that inherited stdout would otherwise hold the pipe open, and the read,
+    for as long as it lives.
     """
     env = dict(os.environ)
     env.update(C_LOCALE)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, close_fds=True, env=env)
+                                stderr=subprocess.PIPE, close_fds=True, env=env, start_new_session=True)
     except OSError as e:
         return 127, '', '%s: %s' % (argv[0], e.strerror or e)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        err = (err or b'') + (b'\n(killed after %d s)' % int(timeout))
+        kill_group(proc)
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # a grandchild that left the group still holds the pipes
+            out, err = b'', b''
+        err = (err or b'') + (b'\n(timed out after %s s: the command and its children were killed)'
+                              % str(timeout).encode())
         return -9, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
     return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+
+
+def kill_group(proc):
+    """SIGKILL the process group the command leads (it was started in its own session), then the command."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
 
 
 def run_one(argv, retry_if=None, retries=5, retry_delay=0.1, timeout=DEFAULT_TIMEOUT):

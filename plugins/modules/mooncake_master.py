@@ -277,56 +277,40 @@ health:
   sample: '{"status":"ok","role":"leader","ha_state":"serving","service_ready":true}'
 """
 
-import json
-import time
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    ProcError,
-    ProcessTarget,
-    http_status,
-    tcp_open,
-    wait_until,
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    Engine,
+    Legacy,
+    ServiceError,
+    ServiceSpec,
+    backend_for,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
-PID_NAME = 'mooncake_master.pid'
-LOG_NAME = 'mooncake_master.log'
-SETTINGS_NAME = 'settings.json'
+UNIT = 'kvpool-mooncake-master'
+# Files of the layout before the units (detached process + pid file): converted by the next run.
+LEGACY_PID, LEGACY_SETTINGS = 'mooncake_master.pid', 'settings.json'
 
 
-def effective(module, target):
-    """(argv, env, fingerprint) wanted by the task."""
-    p = module.params
-    binary = target.which(p['binary'], BINARY_DIRS)
-    if not binary:
-        module.fail_json(msg='%s not found in %s (looked on PATH and in %s). Install Mooncake (role '
-                             'ascend.kvpool.mooncake_install) or set binary to its path.'
-                             % (p['binary'], target.describe(), ', '.join(BINARY_DIRS)))
-    settings = _mooncake.master_settings(p)
-    argv = _mooncake.build_master_argv(binary, settings, p['extra_args'])
-    env = dict((str(k), str(v)) for k, v in (p['env'] or {}).items())
-    fp = _mooncake.fingerprint(argv + ['%s=%s' % kv for kv in sorted(env.items())])
-    return argv, env, fp
+def find_binary(module, name, container):
+    """The executable: a path as given; a bare name on the host's PATH and BINARY_DIRS (in a container: its PATH)."""
+    if container or '/' in name:
+        return name
+    import glob
+    dirs = []
+    for d in BINARY_DIRS:
+        dirs.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])
+    return module.get_bin_path(name, opt_dirs=dirs)
 
 
-def read_settings(target, path):
-    raw = target.read_file(path)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw.decode('utf-8', 'replace') if isinstance(raw, bytes) else raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and data.get('argv') else None
-
-
-def diff_text(argv, env):
-    text = _mooncake.settings_text(argv)
-    if argv and env:
-        text += ''.join('  env %s=%s\n' % kv for kv in sorted(env.items()))
-    return text
+def explain(log):
+    errors = _mooncake.log_errors(log)
+    hint = _mooncake.unknown_flag_hint(log)
+    return '; '.join(([errors[-1]] if errors else []) + ([hint] if hint else []))
 
 
 def main():
@@ -356,6 +340,8 @@ def main():
             health_host=dict(type='str'),
             health_path=dict(type='str', default='/health'),
             log_lines=dict(type='int', default=40),
+            restart_limit_burst=dict(type='int', default=5),
+            restart_limit_interval=dict(type='int', default=60),
         ),
         required_if=[('enable_ha', True, ('etcd_endpoints', 'rpc_address'))],
         supports_check_mode=True,
@@ -376,17 +362,9 @@ def main():
         module.fail_json(msg='enable_ha needs at least one etcd endpoint in etcd_endpoints')
     if p['poll_interval'] <= 0 or p['ready_timeout'] <= 0:
         module.fail_json(msg='poll_interval and ready_timeout must be positive')
+    if p['restart_limit_burst'] < 1 or p['restart_limit_interval'] < 1:
+        module.fail_json(msg='restart_limit_burst and restart_limit_interval must be at least 1')
 
-    target = ProcessTarget(module, p['container'], docker=module.get_bin_path('docker') or 'docker')
-    try:
-        target.check_container()
-    except ProcError as exc:
-        module.fail_json(msg=str(exc))
-
-    state_dir = p['state_dir'].rstrip('/') or '/'
-    pid_path = '%s/%s' % (state_dir, PID_NAME)
-    log_path = '%s/%s' % (state_dir, LOG_NAME)
-    settings_path = '%s/%s' % (state_dir, SETTINGS_NAME)
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
     host = p['health_host'] or _mooncake.probe_host(p['rpc_address'])
     metrics_host = p['health_host'] or _mooncake.probe_host(p['metrics_address'] or p['rpc_address'])
@@ -396,16 +374,31 @@ def main():
         'health': 'http://%s%s' % (_mooncake.format_host_port(metrics_host, p['metrics_port']),
                                    p['health_path'] if p['health_path'].startswith('/') else '/' + p['health_path']),
     }
-    result = dict(changed=False, endpoints=endpoints, log_path=log_path, pid_path=pid_path, ready_seconds=None)
+    result = dict(changed=False, endpoints=endpoints, ready_seconds=None, argv=[])
 
-    recorded = read_settings(target, settings_path)
-    recorded_argv = recorded['argv'] if recorded else None
-    running = target.running_pid(pid_path, recorded_argv) if recorded_argv else None
-    before_text = diff_text(recorded_argv, recorded.get('env') or {}) if running else diff_text(None, None)
-
+    argv = []
+    if p['state'] != 'stopped':
+        binary = find_binary(module, p['binary'], p['container'])
+        if not binary:
+            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
+                                 'ascend.kvpool.mooncake_install) or set binary to its path.'
+                                 % (p['binary'], ', '.join(BINARY_DIRS)), **result)
+        argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'])
+    env = dict((str(k), str(v)) for k, v in (p['env'] or {}).items())
+    result['argv'] = argv
+    try:
+        spec = ServiceSpec(UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
+                           env=env, owner='ascend.kvpool.mooncake_master', stop_timeout=p['stop_timeout'],
+                           start_limit_burst=p['restart_limit_burst'],
+                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
+    except ServiceError as exc:
+        module.fail_json(msg=str(exc), **result)
+    state_dir = p['state_dir'].rstrip('/') or '/'
+    legacy = None if p['container'] else Legacy(os.path.join(state_dir, LEGACY_SETTINGS),
+                                                os.path.join(state_dir, LEGACY_PID))
     last_health = {'body': None}
 
-    def healthy_checks():
+    def gate():
         checks = []
         if not p['enable_ha']:
             checks.append(('rpc port %s' % endpoints['rpc'], lambda: tcp_open(host, p['port'], timeout=0.5)))
@@ -413,105 +406,16 @@ def main():
         def health():
             status, body = http_status(endpoints['health'], timeout=1.0)
             last_health['body'] = body
+            result['health_body'] = body
             return status == 200 or (p['enable_ha'] and status == 503)
         checks.append(('GET %s -> 200' % endpoints['health'], health))
         return checks
 
-    # --- stopped ---------------------------------------------------------------------------------------------
-    if p['state'] == 'stopped':
-        result.update(state='stopped', pid=None, argv=recorded_argv or [],
-                      fingerprint=(recorded or {}).get('fingerprint') or '', action='none',
-                      reason='not running')
-        if running:
-            result.update(changed=True, action='stopped', reason='running (pid %s)' % running)
-            result['diff'] = dict(before=before_text, after=diff_text(None, None))
-            if not module.check_mode:
-                try:
-                    target.stop(running, timeout=p['stop_timeout'], interval=p['poll_interval'], pid_file=pid_path)
-                except ProcError as exc:
-                    module.fail_json(msg='could not stop mooncake_master: %s' % exc, **result)
-        module.exit_json(**result)
-
-    # --- started / restarted -----------------------------------------------------------------------------------
-    argv, env, fp = effective(module, target)
-    result.update(argv=argv, fingerprint=fp, pid=running, state='running' if running else 'stopped',
-                  action='none', reason='running with the same settings')
-
-    action, reason = 'none', 'running with the same settings'
-    if p['state'] == 'restarted':
-        action, reason = ('restarted', 'state=restarted') if running else ('started', 'not running')
-    elif not running:
-        action, reason = 'started', ('not running (pid file %s)' % pid_path if recorded else 'never started here')
-    elif recorded.get('fingerprint') != fp:
-        action, reason = 'restarted', 'settings changed'
-    else:
-        res = wait_until(healthy_checks(), p['ready_timeout'], p['poll_interval'],
-                         alive=lambda: target.pid_alive(running, recorded_argv))
-        result['ready_seconds'] = res['elapsed']
-        result['health'] = last_health['body']
-        if not res['ready']:
-            action, reason = 'restarted', 'running but not healthy (%s)' % ', '.join(res['pending'])
-
-    if action == 'none':
-        module.exit_json(**result)
-
-    result.update(changed=True, action=action, reason=reason)
-    result['diff'] = dict(before=before_text, after=diff_text(argv, env))
-    if module.check_mode:
-        module.exit_json(**result)
-
-    # From here `changed` tells what really happened: a master stopped, or a new one running.
-    result['changed'] = False
-    try:
-        if running:
-            target.stop(running, timeout=p['stop_timeout'], interval=p['poll_interval'], pid_file=pid_path)
-            result.update(pid=None, state='stopped', changed=True)
-        if not p['enable_ha'] and tcp_open(host, p['port'], timeout=0.5):
-            module.fail_json(msg='port %d on %s already accepts connections, but no mooncake_master started by this '
-                                 'module runs (pid file %s). Stop the other process (a master started by hand?) or '
-                                 'choose another port.' % (p['port'], host, pid_path), **result)
-        target.makedirs(state_dir)
-        started_at = time.time()
-        pid = target.start(argv, pid_path, log_path, env=env)
-    except ProcError as exc:
-        module.fail_json(msg='could not start mooncake_master: %s' % exc, **result)
-    result.update(pid=pid, state='running', changed=True)
-    # Recorded at once, so a run interrupted during the wait still finds (and manages) this process.
-    try:
-        target.write_file(settings_path, json.dumps({
-            'argv': argv, 'env': env, 'fingerprint': fp, 'pid': pid, 'started_at': started_at,
-        }, indent=2, sort_keys=True) + '\n')
-    except (ProcError, IOError, OSError) as exc:
-        target.stop(pid, timeout=p['stop_timeout'], interval=p['poll_interval'], pid_file=pid_path)
-        module.fail_json(msg='mooncake_master was stopped again: %s could not be written: %s'
-                             % (settings_path, exc), **result)
-
-    def alive():
-        return target.pid_alive(pid)
-
-    res = wait_until(healthy_checks(), p['ready_timeout'], p['poll_interval'], alive=alive)
-    result['ready_seconds'] = res['elapsed']
-    result['health'] = last_health['body']
-    if not res['ready']:
-        log = target.read_file(log_path)
-        tail = _mooncake.tail_lines(log, p['log_lines'])
-        errors = _mooncake.log_errors(log)
-        if res['died'] or not alive():
-            why = 'exited right after the start'
-        else:
-            why = 'was not ready after %.1f s (waiting for: %s)' % (p['ready_timeout'], ', '.join(res['pending']))
-        try:
-            target.stop(pid, timeout=p['stop_timeout'], interval=p['poll_interval'], pid_file=pid_path)
-            result.update(state='stopped', pid=None, changed=bool(running))
-        except ProcError:
-            pass
-        hint = _mooncake.unknown_flag_hint(log)
-        module.fail_json(msg='mooncake_master %s%s%s. Last lines of %s:\n%s'
-                             % (why, (' (error: %s)' % errors[-1]) if errors else '', ('. ' + hint) if hint else '',
-                                log_path, tail),
-                         log_tail=tail, **result)
-
-    module.exit_json(**result)
+    engine = Engine(module, backend_for(module, p['container']))
+    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
+                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain, legacy=legacy,
+                  what='mooncake_master',
+                  port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)))
 
 
 if __name__ == '__main__':

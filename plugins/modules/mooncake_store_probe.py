@@ -19,21 +19,24 @@ description:
     C(device_name)), as a vLLM-Ascend instance would, before any instance starts.
   - O(mode=put) writes O(size_bytes) random bytes under O(key) and returns their sha256, latency and throughput.
     The object lives in the writer's own global segment, so the writer must stay connected while the other nodes
-    read it. The module therefore starts a small detached holder process (pid and log files under O(state_dir))
-    that sets the client up, puts the object, reports, and then stays alive until O(mode=remove) stops it or
-    O(hold_seconds) pass. The reader nodes then pull the bytes across the network from the writer's DRAM, the
+    read it. The module therefore starts a small holder as a transient systemd unit (C(systemd-run), named
+    C(kvpool-probe-<key>); in O(container) mode a transient container of that name) that sets the client up,
+    puts the object, reports, and then stays alive until O(mode=remove) stops that unit or O(hold_seconds) pass.
+    Nothing but that unit is ever stopped: no pid file is read or signalled. The reader nodes then pull the bytes
+    across the network from the writer's DRAM, the
     same path as a cross-node KV cache hit.
   - O(mode=get) reads O(key) in a short-lived client (which contributes no segment of its own by default), compares
     the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs. The
     module returns as soon as the client has reported; the client then closes its connection to the pool (about
     2 s in Mooncake 0.3) and exits on its own, bounded by a 30 s alarm.
-  - O(mode=remove) stops the holder, which removes the object and closes its client, and waits until it has
+  - O(mode=remove) stops the holder's unit, whose client removes the object and closes, and waits until it has
     exited, so that its segment has left the pool before anything else is stored there (objects stored in a
-    segment that is unmounted are lost). Its files, its log included, are deleted.
+    segment that is unmounted are lost). Its result files are deleted.
   - Before connecting, the master address of a C(host:port) form is checked with a TCP connect, so an unreachable
     master fails in seconds with a clear message instead of the client's 20 retries.
-  - The client runs in its own Python process (O(python), on the host or in O(container)), so the glog output of
-    Mooncake and a hung setup cannot affect the module; O(timeout) bounds each client (SIGALRM).
+  - The client runs in its own Python process (O(python)) in its own transient unit or container, so the glog
+    output of Mooncake and a hung setup cannot affect the module; O(timeout) bounds each client (SIGALRM), and the
+    unit's C(RuntimeMaxSec) bounds its whole process tree.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 attributes:
@@ -101,10 +104,12 @@ options:
     type: str
     default: python3
   container:
-    description: Run the store client inside this running docker container (C(docker exec)).
+    description:
+      - Run the store clients in transient containers made from this container's image and mounts (the node's
+        vllm-ascend container), on the host network, instead of transient systemd units on the host.
     type: str
   state_dir:
-    description: Directory for the holder's pid, log and result files.
+    description: Directory for the clients' result files (on the host; mounted at the same path in O(container)).
     type: path
     default: /var/lib/ascend-kvpool/probe
   poll_interval:
@@ -173,29 +178,29 @@ master_server_address:
   returned: put, get
   type: str
   sample: 172.31.250.11:50088
-holder_pid:
-  description: Pid of the writer's holder process (put), or of the holder that was stopped (remove).
-  returned: put, remove
-  type: int
-log_path:
-  description: Log of the writer's holder process.
+holder_unit:
+  description: The writer's holder, a transient systemd unit (or container) started by put and stopped by remove.
   returned: put, remove
   type: str
+  sample: kvpool-probe-kvpool-probe-1-8c2e0a1b
+logs:
+  description: How to read the holder's log while it runs.
+  returned: put, remove
+  type: str
+  sample: journalctl -u kvpool-probe-kvpool-probe-1-8c2e0a1b
 """
 
+import glob
 import hashlib
 import json
+import os
 import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    ProcError,
-    ProcessTarget,
-    tcp_open,
-    wait_until,
-)
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import tcp_open, wait_until
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import ServiceError, backend_for
 
 MARK = 'KVPOOL_PROBE_RESULT '
 
@@ -304,11 +309,25 @@ def figures(res, size):
     }
 
 
-def load_config(module, target, path, who):
-    raw = target.read_file(path)
+def read_file(path):
+    try:
+        with open(path, 'rb') as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def remove_file(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def load_config(module, path, who):
+    raw = read_file(path)
     if raw is None:
-        module.fail_json(msg='%s: %s not found in %s; write it first (role ascend.kvpool.mooncake_config)'
-                             % (who, path, target.describe()))
+        module.fail_json(msg='%s: %s not found; write it first (role ascend.kvpool.mooncake_config)' % (who, path))
     try:
         cfg = json.loads(raw.decode('utf-8', 'replace'))
     except ValueError as exc:
@@ -348,40 +367,53 @@ def check_master(module, address, who):
                          master_server_address=address)
 
 
-def client_log(target, path):
+def client_log(backend, unit):
     """The last lines of a client's log, without its result line."""
-    text = (target.read_file(path) or b'').decode('utf-8', 'replace')
+    text = backend.transient_logs(unit, 40) or ''
     return _mooncake.log_excerpt('\n'.join(line for line in text.splitlines() if not line.startswith(MARK)), 20)
 
 
-def read(module, target, python, args, base, address, who, result):
-    """mode=get: run the reader client detached and return on its result file, not on its exit (its client close
-    takes about 2 s more, bounded by its own alarm)."""
+def run_client(module, backend, unit, argv, result_path, who, what):
+    """Start a client in its own transient unit and wait for its result file; (result or None, timed out)."""
     p = module.params
-    pid_path, log_path, result_path = base + '.pid', base + '.log', base + '.result'
     state = {'res': None}
 
     def reported():
-        state['res'] = parse_result(target.read_file(result_path))
+        state['res'] = parse_result(read_file(result_path))
         return state['res'] is not None
 
+    remove_file(result_path)
+    limit = p['timeout'] + 35 + (p['hold_seconds'] if p['mode'] == 'put' else 0)
     try:
-        target.remove_file(result_path)
-        pid = target.start([python, '-c', CLIENT, json.dumps(dict(args, result_file=result_path))], pid_path, log_path)
-    except ProcError as exc:
-        module.fail_json(msg='%s: could not start the store client: %s' % (who, exc), **result)
+        backend.run_transient(unit, argv, limit)
+    except ServiceError as exc:
+        module.fail_json(msg='%s: could not start the %s: %s' % (who, what, exc))
     started = time.monotonic()
-    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'], alive=lambda: target.pid_alive(pid))
+    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'],
+                      alive=lambda: backend.transient_alive(unit))
     if not wait['ready'] and wait['died']:
         reported()  # it may have written its result just before exiting
-    res = state['res']
-    log = client_log(target, log_path)
+    return state['res'], time.monotonic() - started >= p['timeout']
+
+
+def unit_for(key, role):
+    return ('kvpool-probe-%s-%s' % (role, safe_name(key)))[:200]
+
+
+def read(module, backend, python, args, base, address, who, result):
+    """mode=get: run the reader client and return on its result file, not on its exit (its client close takes
+    about 2 s more, bounded by its own alarm and its unit's RuntimeMaxSec)."""
+    p = module.params
+    result_path = base + '.result'
+    unit = unit_for(p['key'], 'get')
+    argv = [python, '-c', CLIENT, json.dumps(dict(args, result_file=result_path))]
+    res, timed_out = run_client(module, backend, unit, argv, result_path, who, 'store client')
+    log = client_log(backend, unit)
     if res is None:
-        target.stop(pid, timeout=5, interval=p['poll_interval'])
-    for path in (pid_path, result_path, log_path, log_path + '.1'):
-        target.remove_file(path)
+        backend.stop_transient(unit)
+    remove_file(result_path)
     if res is None:
-        why = ('timed out after %s s' % p['timeout']) if time.monotonic() - started >= p['timeout'] else 'exited'
+        why = ('timed out after %s s (its unit %s was stopped)' % (p['timeout'], unit)) if timed_out else 'exited'
         module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
                              % (who, why, p['key'], log), **result)
     if not res.get('ok'):
@@ -423,38 +455,40 @@ def main():
     if p['size_bytes'] < 1:
         module.fail_json(msg='size_bytes must be at least 1, got %d' % p['size_bytes'])
     base = '%s/%s' % (p['state_dir'].rstrip('/'), safe_name(p['key']))
-    pid_path, log_path, result_path, stop_path = base + '.pid', base + '.log', base + '.result', base + '.stop'
+    result_path, stop_path = base + '.result', base + '.stop'
+    holder = unit_for(p['key'], 'put')
     result = dict(changed=False, key=p['key'], mode=p['mode'])
 
     if module.check_mode:
         result['msg'] = 'check mode: the probe (%s of %s) was not run' % (p['mode'], p['key'])
         module.exit_json(**result)
 
-    target = ProcessTarget(module, p['container'], docker=module.get_bin_path('docker') or 'docker')
+    backend = backend_for(module, p['container'])
     try:
-        target.check_container()
-    except ProcError as exc:
+        backend.check()
+    except ServiceError as exc:
         module.fail_json(msg='%s: %s' % (who, exc))
 
     if p['mode'] == 'remove':
-        pid = target.read_pid(pid_path)
-        try:
-            how = target.stop(pid, timeout=10, interval=p['poll_interval']) if pid else 'gone'
-            for path in (pid_path, result_path, stop_path, log_path, log_path + '.1'):
-                target.remove_file(path)
-        except ProcError as exc:
-            module.fail_json(msg='%s: could not stop the probe holder: %s' % (who, exc))
-        result.update(changed=how != 'gone', holder_pid=pid, log_path=log_path)
+        alive = backend.transient_alive(holder)
+        if alive:
+            # The holder removes the object and closes its client on SIGTERM; its segment leaves the pool when the
+            # stop returns. Only this unit is stopped: the collection never signals a process it did not start.
+            backend.stop_transient(holder)
+        for path in (result_path, stop_path):
+            remove_file(path)
+        result.update(changed=alive, holder_unit=holder, logs=backend.logs_hint(_Named(holder)))
         module.exit_json(**result)
 
-    cfg = load_config(module, target, p['config_path'], who)
+    cfg = load_config(module, p['config_path'], who)
     address = cfg['master_server_address']
     result['master_server_address'] = address
     seg, buf = client_sizes(module, cfg, who)
-    python = target.which(p['python'], ['/usr/local/python3*/bin', '/opt/*/bin'])
+    python = p['python'] if p['container'] or '/' in p['python'] else module.get_bin_path(
+        p['python'], opt_dirs=sorted(glob.glob('/usr/local/python3*/bin')) + sorted(glob.glob('/opt/*/bin')))
     if not python:
-        module.fail_json(msg='%s: %s not found in %s; set python to an interpreter that can import mooncake.store'
-                             % (who, p['python'], target.describe()))
+        module.fail_json(msg='%s: %s not found; set python to an interpreter that can import mooncake.store'
+                             % (who, p['python']))
     args = {
         'mode': p['mode'], 'key': p['key'], 'size_bytes': p['size_bytes'], 'timeout': p['timeout'],
         'local_hostname': p['local_hostname'], 'metadata_server': cfg.get('metadata_server') or 'P2PHANDSHAKE',
@@ -462,44 +496,35 @@ def main():
         'master_server_address': address, 'global_segment_size': seg, 'local_buffer_size': buf,
     }
     check_master(module, address, who)
+    if not os.path.isdir(p['state_dir']):
+        os.makedirs(p['state_dir'], 0o755)
 
     if p['mode'] == 'get':
-        read(module, target, python, args, base + '.get', address, who, result)
+        read(module, backend, python, args, base + '.get', address, who, result)
 
-    # put: a detached holder keeps the writer's segment (and so the object) in the pool.
-    try:
-        old = target.read_pid(pid_path)
-        if old:
-            target.stop(old, timeout=10, interval=p['poll_interval'])
-        for path in (result_path, stop_path):
-            target.remove_file(path)
-        args.update(result_file=result_path, stop_file=stop_path, hold_seconds=p['hold_seconds'])
-        argv = [python, '-c', CLIENT, json.dumps(args)]
-        pid = target.start(argv, pid_path, log_path)
-    except ProcError as exc:
-        module.fail_json(msg='%s: could not start the probe writer: %s' % (who, exc))
-    result.update(changed=True, holder_pid=pid, log_path=log_path)
-
-    state = {'res': None}
-
-    def reported():
-        state['res'] = parse_result(target.read_file(result_path))
-        return state['res'] is not None
-
-    started = time.monotonic()
-    wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'], alive=lambda: target.pid_alive(pid))
-    if not wait['ready'] and wait['died']:
-        reported()  # it may have written its result just before exiting
-    res = state['res']
+    # put: a holder in its own transient unit keeps the writer's segment (and so the object) in the pool.
+    if backend.transient_alive(holder):
+        backend.stop_transient(holder)  # the holder of an earlier put of this key (only that unit)
+    remove_file(stop_path)
+    args.update(result_file=result_path, stop_file=stop_path, hold_seconds=p['hold_seconds'])
+    res, timed_out = run_client(module, backend, holder, [python, '-c', CLIENT, json.dumps(args)], result_path, who,
+                                'probe writer')
+    result.update(changed=True, holder_unit=holder, logs=backend.logs_hint(_Named(holder)))
     if res is None or not res.get('ok'):
-        tail = _mooncake.log_excerpt(target.read_file(log_path), 20)
-        target.stop(pid, timeout=5, interval=p['poll_interval'], pid_file=pid_path)
-        result['changed'] = False  # the writer was stopped again: nothing is left behind but its log
-        why = res.get('error') if res else ('no result after %.1f s' % (time.monotonic() - started))
+        tail = client_log(backend, holder)
+        backend.stop_transient(holder)
+        result['changed'] = False  # the writer was stopped again: nothing is left behind
+        why = res.get('error') if res else ('no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out
+                                                                         else ''))
         module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s. Last lines of %s:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, why, log_path, tail), **result)
+                             % (who, p['local_hostname'], p['key'], address, why, holder, tail), **result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     module.exit_json(**result)
+
+
+class _Named(object):
+    def __init__(self, unit):
+        self.unit = unit
 
 
 if __name__ == '__main__':

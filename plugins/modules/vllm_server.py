@@ -336,27 +336,26 @@ stopped_unlisted:
   sample: [qwen-8003]
 """
 
-import binascii
-import json
+import glob
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    ProcError,
-    ProcessTarget,
-    http_status,
-    tail_text,
-    tcp_open,
-    wait_until,
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    Engine,
+    Legacy,
+    ServiceError,
+    ServiceSpec,
+    backend_for,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin']
-PID_NAME = 'vllm.pid'
-LOG_NAME = 'vllm.log'
-SETTINGS_NAME = 'settings.json'
-KILL_WAIT = 5.0
+UNIT_PREFIX = 'kvpool-vllm-'
+MASTER_UNIT = 'kvpool-mooncake-master'
+# Files of the layout before the units (detached process + pid file): converted by the next run.
+LEGACY_PID, LEGACY_SETTINGS = 'vllm.pid', 'settings.json'
 
 # sh program that prepends to inherited variables, then execs the argv: pairs NAME VALUE, then --, then argv.
 PREPEND_SCRIPT = (
@@ -365,132 +364,10 @@ PREPEND_SCRIPT = (
     'if [ -n "$o" ]; then v="$v:$o"; fi; export "$n=$v"; done; '
     'shift; exec "$@"'
 )
-# sh program that says whether any process of a group is left: $1 the group id.
-GROUP_ALIVE_SCRIPT = 'kill -s 0 -- "-$1" 2>/dev/null'
 
 
-# --- process identity and group handling (adapters over _proc.ProcessTarget) -----------------------------------
-
-def proc_starttime(target, pid):
-    """Start time (clock ticks) of pid on the target, or None when it does not exist or is a zombie."""
-    if not pid:
-        return None
-    stat = target.read_file('/proc/%d/stat' % pid)
-    if not stat:
-        return None
-    if _vllm.stat_state(stat) in ('Z', 'X', 'x', None):
-        return None
-    return _vllm.stat_starttime(stat)
-
-
-def same_process(target, recorded):
-    """The recorded pid when it is still the process this module started (pid and start time), else None."""
-    if not recorded:
-        return None
-    pid = recorded.get('pid')
-    if not pid:
-        return None
-    start = proc_starttime(target, pid)
-    if start is None:
-        return None
-    if recorded.get('starttime') is not None and start != recorded['starttime']:
-        return None
-    return pid
-
-
-def orphan_group(target, recorded):
-    """The recorded pid's process group when its leader is gone but members remain, else None.
-
-    vLLM's engine core and tensor parallel workers keep the NPUs while they live. A process group id cannot be
-    handed out as a new pid while the group exists, so a live group without a live leader is this instance's.
-    """
-    pid = (recorded or {}).get('pid')
-    if not pid:
-        return None
-    stat = target.read_file('/proc/%d/stat' % pid)
-    if stat and _vllm.stat_state(stat) not in ('Z', 'X', 'x', None):
-        return None  # a live process has that pid: the instance itself, or a reused pid
-    return pid if group_alive(target, pid) else None
-
-
-def group_alive(target, pgid):
-    if not pgid:
-        return False
-    if not target.container:
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except OSError:
-            return False
-    rc, dummy, dummy2 = target.run(['sh', '-c', GROUP_ALIVE_SCRIPT, 'kvpool-group', str(pgid)])
-    return rc == 0
-
-
-def stop_instance(target, pid, timeout, interval, pid_file):
-    """SIGTERM (and SIGCONT) to the process group, wait until the whole group is gone, SIGKILL what is left.
-
-    vLLM's engine core and tensor parallel workers live in the instance's process group; waiting for all of them
-    (not only the API server) means the NPUs are free when the stop returns.
-    """
-    how = 'gone'
-    if group_alive(target, pid):
-        target.signal(pid, 'TERM')
-        target.signal(pid, 'CONT')  # a stopped process handles SIGTERM only once it runs again
-        how = 'term'
-        res = wait_until([('group gone', lambda: not group_alive(target, pid))], timeout, interval)
-        if not res['ready']:
-            target.signal(pid, 'KILL')
-            how = 'kill'
-            res = wait_until([('group gone', lambda: not group_alive(target, pid))], KILL_WAIT, interval)
-            if not res['ready']:
-                raise ProcError('processes of group %d in %s survived SIGKILL' % (pid, target.describe()))
-    target.remove_file(pid_file)
-    return how
-
-
-# --- settings file ------------------------------------------------------------------------------------------
-
-def read_settings(target, path):
-    raw = target.read_file(path)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw.decode('utf-8', 'replace') if isinstance(raw, bytes) else raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and data.get('argv') else None
-
-
-def write_settings(target, path, data):
-    target.write_file(path, json.dumps(data, indent=2, sort_keys=True) + '\n', mode=0o600)
-
-
-def stop_unlisted(module, target, keep):
-    """Stop every instance recorded under state_dir whose name is not in ``keep``; returns their names (in check
-    mode: the names that would be stopped)."""
-    p = module.params
-    state_dir = p['state_dir'].rstrip('/') or ''
-    rc, out, dummy = target.run(['find', state_dir + '/', '-mindepth', '2', '-maxdepth', '2', '-name', SETTINGS_NAME])
-    stopped = []
-    for other in _vllm.managed_names(out if rc == 0 else '', SETTINGS_NAME):
-        if other in keep:
-            continue
-        settings_path = '%s/%s/%s' % (state_dir, other, SETTINGS_NAME)
-        recorded = read_settings(target, settings_path)
-        pid = same_process(target, recorded) or orphan_group(target, recorded)
-        if not pid:
-            continue
-        if not module.check_mode:
-            try:
-                stop_instance(target, pid, p['stop_timeout'], p['poll_interval'],
-                              '%s/%s/%s' % (state_dir, other, PID_NAME))
-                recorded.update(pid=None, starttime=None, awaiting=False)
-                write_settings(target, settings_path, recorded)
-            except ProcError as exc:
-                module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s'
-                                     % (other, exc), stopped_unlisted=stopped)
-        stopped.append(other)
-    return stopped
+def unit_name(name):
+    return UNIT_PREFIX + name
 
 
 def launch_argv(argv, path_prepend):
@@ -499,7 +376,40 @@ def launch_argv(argv, path_prepend):
     pairs = []
     for key in sorted(path_prepend):
         pairs.extend([key, ':'.join(path_prepend[key])])
-    return ['sh', '-c', PREPEND_SCRIPT, 'kvpool-vllm'] + pairs + ['--'] + list(argv)
+    return ['/bin/sh', '-c', PREPEND_SCRIPT, 'kvpool-vllm'] + pairs + ['--'] + list(argv)
+
+
+def find_binary(module, name, container):
+    if container or '/' in name:
+        return name
+    dirs = []
+    for d in BINARY_DIRS:
+        dirs.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])
+    return module.get_bin_path(name, opt_dirs=dirs)
+
+
+def legacy_record(state_dir, name):
+    base = os.path.join(state_dir, name)
+    return Legacy(os.path.join(base, LEGACY_SETTINGS), os.path.join(base, LEGACY_PID))
+
+
+def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval, legacy_too):
+    """Stop every instance unit of this collection (and every old-layout instance) not named in ``keep``."""
+    names = set(n[len(UNIT_PREFIX):] for n in engine.backend.list_units(UNIT_PREFIX))
+    if legacy_too:
+        names.update(os.path.basename(os.path.dirname(f))
+                     for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
+    stopped = []
+    for other in sorted(names - set(keep)):
+        spec = ServiceSpec(unit_name(other), '', ['/bin/true'], stop_timeout=stop_timeout)
+        legacy = legacy_record(state_dir, other) if legacy_too else None
+        try:
+            if engine.stop_other(spec, legacy, poll_interval, what='vllm instance %s' % other):
+                stopped.append(other)
+        except ServiceError as exc:
+            module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
+                             stopped_unlisted=stopped)
+    return stopped
 
 
 def main():
@@ -532,27 +442,30 @@ def main():
             health_host=dict(type='str'),
             log_lines=dict(type='int', default=40),
             api_key=dict(type='str', no_log=True),
+            restart_limit_burst=dict(type='int', default=5),
+            restart_limit_interval=dict(type='int', default=60),
         ),
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
     )
     p = module.params
     if not _vllm.NAME_RE.match(p['name']):
-        module.fail_json(msg='name %r must be letters, digits, ".", "_" or "-" (it names the state directory)'
-                             % p['name'])
+        module.fail_json(msg='name %r must be letters, digits, ".", "_" or "-" (it names the unit)' % p['name'])
     if p['port'] is not None and not 1 <= p['port'] <= 65535:
         module.fail_json(msg='port must be a TCP port 1-65535, got %d' % p['port'])
     if p['gpu_memory_utilization'] is not None and not 0 < p['gpu_memory_utilization'] <= 1:
         module.fail_json(msg='gpu_memory_utilization must be in (0, 1], got %s' % p['gpu_memory_utilization'])
     if p['poll_interval'] <= 0 or p['ready_timeout'] <= 0:
         module.fail_json(msg='poll_interval and ready_timeout must be positive')
+    if p['restart_limit_burst'] < 1 or p['restart_limit_interval'] < 1:
+        module.fail_json(msg='restart_limit_burst and restart_limit_interval must be at least 1')
     env = dict((str(k), '' if v is None else str(v)) for k, v in (p['env'] or {}).items())
     bad_names = [k for k in list(env) + list(p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(k)]
     if bad_names:
         module.fail_json(msg='not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
     misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
     if misplaced:
-        module.fail_json(msg='set the API key with api_key (kept out of the command line, the settings file and the '
+        module.fail_json(msg='set the API key with api_key (kept out of the command line, the unit file and the '
                              'output), not %s' % ' or '.join(misplaced))
     if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:
         module.fail_json(msg='name %s must be one of stop_unlisted (the instances that stay), got %s'
@@ -571,81 +484,40 @@ def main():
                                                p['visible_devices']))
         env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in p['visible_devices'])
 
-    target = ProcessTarget(module, p['container'], docker=module.get_bin_path('docker') or 'docker')
-    try:
-        target.check_container()
-    except ProcError as exc:
-        # Nothing can run in a container that does not run: a stop has nothing to do, and in check mode a start
-        # is what would happen once an earlier task (not run in check mode) has created the container.
-        if p['state'] == 'stopped' or module.check_mode:
-            module.exit_json(changed=p['state'] != 'stopped', state='stopped', pid=None, health='unknown',
-                             action='none' if p['state'] == 'stopped' else 'started', reason=str(exc), argv=[],
-                             env=env, fingerprint='', endpoint=None, models=[], ready_seconds=None, log_path='',
-                             stopped_unlisted=[])
-        module.fail_json(msg=str(exc))
-
-    inst_dir = '%s/%s' % (p['state_dir'].rstrip('/') or '', p['name'])
-    pid_path = '%s/%s' % (inst_dir, PID_NAME)
-    log_path = '%s/%s' % (inst_dir, LOG_NAME)
-    settings_path = '%s/%s' % (inst_dir, SETTINGS_NAME)
+    state_dir = p['state_dir'].rstrip('/') or ''
     host = p['health_host'] or _vllm.probe_host(p['host'])
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
-    unlisted = stop_unlisted(module, target, p['stop_unlisted']) if p['stop_unlisted'] is not None else []
-    result = dict(changed=bool(unlisted), endpoint=endpoint, log_path=log_path, ready_seconds=None, models=[],
-                  health='stopped', stopped_unlisted=unlisted)
+    engine = Engine(module, backend_for(module, p['container']))
+    legacy_too = not p['container']
+    unlisted = []
+    if p['stop_unlisted'] is not None:
+        unlisted = stop_unlisted(module, engine, p['stop_unlisted'], state_dir, p['stop_timeout'],
+                                 p['poll_interval'], legacy_too)
+    result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
+                  stopped_unlisted=unlisted, env=env, argv=[])
 
-    recorded = read_settings(target, settings_path)
-    running = same_process(target, recorded)
-    before_text = _vllm.settings_text(recorded['argv'], recorded.get('env'), recorded.get('path_prepend'),
-                                      recorded.get('api_key_sha256')) if running else ''
-
-    def fail_with_log(why, **extra):
-        log = target.read_file(log_path)
-        tail = tail_text(log, p['log_lines'])
-        error = _vllm.main_error(log)
-        result.update(extra)
-        module.fail_json(msg='vllm instance %s %s%s. Last lines of %s:\n%s'
-                             % (p['name'], why, (' (error: %s)' % error) if error else '', log_path, tail),
-                         log_tail=tail, **result)
-
-    # --- stopped ---------------------------------------------------------------------------------------------
-    if p['state'] == 'stopped':
-        result.update(state='stopped', pid=None, argv=(recorded or {}).get('argv') or [],
-                      env=(recorded or {}).get('env') or {}, fingerprint=(recorded or {}).get('fingerprint') or '',
-                      action='none', reason='not running')
-        leftover = None if running else orphan_group(target, recorded)
-        if running or leftover:
-            if running:
-                result.update(changed=True, action='stopped', reason='running (pid %d)' % running)
-            else:
-                result.update(changed=True, action='stopped',
-                              reason='worker processes of a dead instance left (process group %s)' % leftover)
-            result['diff'] = dict(before=before_text, after='')
-            if not module.check_mode:
-                try:
-                    stop_instance(target, running or leftover, p['stop_timeout'], p['poll_interval'], pid_path)
-                    recorded.update(pid=None, starttime=None, awaiting=False)
-                    write_settings(target, settings_path, recorded)
-                except ProcError as exc:
-                    module.fail_json(msg='could not stop vllm instance %s: %s' % (p['name'], exc), **result)
-        module.exit_json(**result)
-
-    # --- started / restarted -----------------------------------------------------------------------------------
-    binary = target.which(p['binary'], BINARY_DIRS)
-    if not binary:
-        module.fail_json(msg='%s not found in %s (looked on PATH and in %s). Install vLLM-Ascend (or use its image) '
-                             'or set binary to its path.' % (p['binary'], target.describe(), ', '.join(BINARY_DIRS)))
-    argv = _vllm.build_argv(binary, p)
-    # Only a salted digest of the key is recorded and compared; the salt stays with the instance's settings.
-    key_salt = ((recorded or {}).get('api_key_salt') or binascii.hexlify(os.urandom(16)).decode()) if api_key else None
-    key_digest = _vllm.api_key_digest(api_key, key_salt) if api_key else None
-    fp = _vllm.fingerprint(argv, env, path_prepend, key_digest)
-    after_text = _vllm.settings_text(argv, env, path_prepend, key_digest)
-    result.update(argv=argv, env=env, fingerprint=fp, pid=running, state='running' if running else 'stopped',
-                  action='none', reason='running with the same settings')
+    argv = []
+    if p['state'] != 'stopped':
+        binary = find_binary(module, p['binary'], p['container'])
+        if not binary:
+            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use '
+                                 'its image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
+                             **result)
+        argv = _vllm.build_argv(binary, p)
+    result['argv'] = argv
+    try:
+        spec = ServiceSpec(unit_name(p['name']), 'vLLM-Ascend instance %s (ascend.kvpool)' % p['name'],
+                           launch_argv(argv, path_prepend) if argv else ['/bin/true'], env=env,
+                           secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None, after=[MASTER_UNIT],
+                           owner='ascend.kvpool.vllm_server', stop_timeout=p['stop_timeout'],
+                           start_limit_burst=p['restart_limit_burst'],
+                           start_limit_interval=p['restart_limit_interval'], devices=p['visible_devices'],
+                           port=p['port'])
+    except ServiceError as exc:
+        module.fail_json(msg=str(exc), **result)
 
     served = p['served_model_name'] or p['model']
-    last = {'models': [], 'health': False, 'deadline': 0.0}
+    last = {'health': False, 'deadline': 0.0}
     auth = {'Authorization': 'Bearer %s' % api_key} if api_key else None  # /health needs none, /v1/* does
 
     def request_timeout(cap):
@@ -661,151 +533,20 @@ def main():
         if not last['health']:
             return False  # asked only once /health answers, so one poll costs one request
         status, body = http_status(endpoint + '/v1/models', timeout=request_timeout(2.0), headers=auth)
-        last['models'] = _vllm.parse_models(body) if status == 200 else []
-        return served in last['models']
+        result['models'] = _vllm.parse_models(body) if status == 200 else []
+        return served in result['models']
 
     def gate():
         last['health'] = False
+        last['deadline'] = time.time() + p['ready_timeout']
         return [('GET %s/health -> 200' % endpoint, health_ok),
                 ('GET %s/v1/models lists %s' % (endpoint, served), models_ok)]
 
-    def wait_for(pid, deadline_from):
-        timeout = max(p['poll_interval'], deadline_from + p['ready_timeout'] - time.time())
-        last['deadline'] = time.time() + timeout
-        res = wait_until(gate(), timeout, p['poll_interval'], alive=lambda: same_process(target, current) == pid)
-        result['models'] = last['models']
-        return res
-
-    current = recorded
-    action, reason = 'none', 'running with the same settings'
-    awaiting = bool(running and recorded.get('awaiting') and recorded.get('fingerprint') == fp)
-    if p['state'] == 'restarted':
-        action, reason = ('restarted', 'state=restarted') if running else ('started', 'not running')
-    elif not running:
-        if recorded and recorded.get('awaiting') and recorded.get('fingerprint') == fp and p['wait']:
-            # Launched by an earlier wait=false task with these settings, and dead before it was healthy.
-            if not module.check_mode:
-                recorded['awaiting'] = False
-                write_settings(target, settings_path, recorded)
-            fail_with_log('exited after its start (launched with wait=false at %s)'
-                          % time.strftime('%H:%M:%S', time.localtime(recorded.get('started_at') or 0)),
-                          state='stopped', pid=None, health='stopped', reason='exited after its start')
-        action, reason = 'started', ('not running (pid file %s)' % pid_path if recorded else 'never started here')
-    elif recorded.get('fingerprint') != fp:
-        action, reason = 'restarted', 'settings changed'
-    elif not p['wait'] and awaiting:
-        result['health'] = 'starting'
-    elif not p['wait']:
-        # Already ran before this launch: one poll of the gate (no waiting). Healthy needs no later wait; anything
-        # else is left to the wait (wait=true), which restarts an instance that stays unhealthy.
-        last['deadline'] = time.time() + 2.0
-        res = wait_until(gate(), 0, p['poll_interval'], alive=lambda: same_process(target, current) == running)
-        result['models'] = last['models']
-        result['health'] = 'healthy' if res['ready'] else 'unknown'
-        if res['ready']:
-            result['ready_seconds'] = res['elapsed']
-    else:
-        res = wait_for(running, (recorded.get('started_at') or 0) if awaiting else time.time())
-        result['ready_seconds'] = round(time.time() - recorded['started_at'], 3) \
-            if awaiting and recorded.get('started_at') else res['elapsed']
-        if res['ready']:
-            result['health'] = 'healthy'
-            if awaiting and not module.check_mode:
-                recorded.update(awaiting=False, healthy_at=time.time())
-                write_settings(target, settings_path, recorded)
-        elif awaiting:
-            # Our own start, still not healthy after ready_timeout (or died meanwhile): a failed start.
-            if res['died']:
-                why = 'exited after its start'
-            else:
-                why = 'was not healthy %.0f s after its start (waiting for: %s)' % (
-                    p['ready_timeout'], ', '.join(res['pending']))
-            if not module.check_mode:
-                try:
-                    if not res['died']:
-                        stop_instance(target, running, p['stop_timeout'], p['poll_interval'], pid_path)
-                    recorded.update(awaiting=False, pid=None, starttime=None)
-                    write_settings(target, settings_path, recorded)
-                    result.update(changed=not res['died'], state='stopped', pid=None)
-                except ProcError:
-                    pass
-            fail_with_log(why, health='unhealthy', reason='failed start')
-        elif res['died']:
-            action, reason = 'started', 'exited while being checked'
-            running = None
-        else:
-            action, reason = 'restarted', 'running but not healthy (%s)' % ', '.join(res['pending'])
-
-    if action == 'none':
-        module.exit_json(**result)
-
-    result.update(changed=True, action=action, reason=reason)
-    result['diff'] = dict(before=before_text, after=after_text)
-    if module.check_mode:
-        result['health'] = 'unknown'
-        module.exit_json(**result)
-
-    # From here `changed` tells what really happened: an instance stopped, or a new one running.
-    result['changed'] = bool(unlisted)
-    try:
-        if running:
-            stop_instance(target, running, p['stop_timeout'], p['poll_interval'], pid_path)
-            result.update(pid=None, state='stopped', changed=True)
-        else:
-            leftover = orphan_group(target, recorded)
-            if leftover:
-                # Workers of a dead instance still hold its NPUs: they go before the new start.
-                stop_instance(target, leftover, p['stop_timeout'], p['poll_interval'], pid_path)
-                result['changed'] = True
-        if tcp_open(host, p['port'], timeout=0.5):
-            module.fail_json(msg='port %d on %s already accepts connections, but no vllm instance %s started by this '
-                                 'module runs (pid file %s). Stop the other process (an instance started by hand, or '
-                                 'another instance on the same port?) or choose another port.'
-                                 % (p['port'], host, p['name'], pid_path), **result)
-        target.makedirs(inst_dir)
-        started_at = time.time()
-        pid = target.start(launch_argv(argv, path_prepend), pid_path, log_path, env=env,
-                           secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None)
-    except ProcError as exc:
-        module.fail_json(msg='could not start vllm instance %s: %s' % (p['name'], exc), **result)
-    result.update(pid=pid, state='running', changed=True, health='starting')
-    current = {'argv': argv, 'env': env, 'path_prepend': path_prepend, 'fingerprint': fp, 'pid': pid,
-               'starttime': proc_starttime(target, pid), 'started_at': started_at, 'awaiting': not p['wait'],
-               'name': p['name'], 'port': p['port'], 'served_model_name': served}
-    if api_key:
-        current.update(api_key_sha256=key_digest, api_key_salt=key_salt)
-    # Recorded at once, so a run interrupted during the wait still finds (and manages) this process.
-    try:
-        write_settings(target, settings_path, current)
-    except (ProcError, IOError, OSError) as exc:
-        stop_instance(target, pid, p['stop_timeout'], p['poll_interval'], pid_path)
-        module.fail_json(msg='vllm instance %s was stopped again: %s could not be written: %s'
-                             % (p['name'], settings_path, exc), **result)
-    if current['starttime'] is None:
-        fail_with_log('exited right after the start', state='stopped', pid=None, health='stopped')
-    if not p['wait']:
-        module.exit_json(**result)
-
-    res = wait_for(pid, started_at)
-    result['ready_seconds'] = res['elapsed']
-    if not res['ready']:
-        if res['died'] or same_process(target, current) != pid:
-            why = 'exited right after the start'
-        else:
-            why = 'was not healthy after %.1f s (waiting for: %s)' % (p['ready_timeout'], ', '.join(res['pending']))
-            try:
-                stop_instance(target, pid, p['stop_timeout'], p['poll_interval'], pid_path)
-            except ProcError:
-                pass
-        result.update(state='stopped', pid=None, changed=bool(running), health='unhealthy', reason='failed start')
-        current.update(pid=None, starttime=None)
-        try:
-            write_settings(target, settings_path, current)
-        except (ProcError, IOError, OSError):
-            pass
-        fail_with_log(why)
-    result['health'] = 'healthy'
-    module.exit_json(**result)
+    engine.ensure(spec, p['state'], result, gate, wait=p['wait'], ready_timeout=p['ready_timeout'],
+                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=_vllm.main_error,
+                  legacy=legacy_record(state_dir, p['name']) if legacy_too else None,
+                  what='vllm instance %s' % p['name'],
+                  port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
 
 
 if __name__ == '__main__':

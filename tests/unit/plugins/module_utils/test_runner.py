@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import sys
+import time
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _runner
 
@@ -38,7 +39,16 @@ def test_busy_answers_are_retried(tmp_path):
 
 def test_hung_command_is_killed_and_reported():
     res = _runner.run_one(PY + ['import time; time.sleep(30)'], timeout=1)
-    assert res['rc'] == -9 and 'killed after 1 s' in res['stderr']
+    assert res['rc'] == -9 and 'timed out after 1 s' in res['stderr']
+
+
+def test_a_timeout_kills_the_children_that_hold_stdout_too():
+    # A tool that forks a long sleep which inherits its stdout (an npu-smi that forks): before, the read waited for
+    # the child (a 3 s timeout took the child's whole life); now the group is killed and the answer comes at once.
+    started = time.monotonic()
+    res = _runner.run_one(['/bin/sh', '-c', 'sleep 60 & echo started; wait'], timeout=1)
+    assert time.monotonic() - started < 10
+    assert res['rc'] == -9 and 'timed out after 1 s' in res['stderr'] and res['stdout'] == 'started\n'
 
 
 def test_missing_binary_is_an_answer_not_a_crash():

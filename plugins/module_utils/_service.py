@@ -1,0 +1,846 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The lifecycle engine of the collection's long-running services (``mooncake_master``, ``vllm_server``).
+
+The collection does not supervise processes itself. A service is either
+
+- a **systemd unit** on the host (``SystemdBackend``): ``/etc/systemd/system/<unit>.service`` written by the
+  collection, ``Restart=on-failure`` with a bounded restart rate, enabled at boot, ordered after the network,
+  logging to the journal, stopped through its cgroup; secrets in an ``EnvironmentFile=`` of mode 0600; or
+- **its own container** (``DockerBackend``): ``docker run`` of the image of the node's vllm-ascend container
+  (the *template*: its image, mounts, shared memory and device nodes), host network, a restart policy; secrets
+  handed to the docker CLI by name through its environment.
+
+``Engine.ensure()`` is the one decide / write / (re)start / health gate / fail-with-logs routine both modules use;
+each module keeps only its own argv and environment, health checks and documentation.
+
+The decision is a pure function (``decide``) of the wanted state, whether the written definition equals the wanted
+one, and the service's status, so it is unit-tested without systemd. ``render_unit`` and ``parse_show`` are pure
+too. ``legacy_*`` convert the layout of releases before the units (detached processes with pid files and
+``settings.json``): the old process is stopped only when its recorded start time and command line both match.
+
+Commands run as argv lists through ``run_command`` with ``LANG=C``. ``systemctl`` is called directly rather than
+through ``ansible.builtin.systemd_service``: a module cannot call another module, and the role-level alternative
+(template + handler) would split one decision (the diff, the health gate, the journal tail of a failed start)
+across tasks.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
+    cmdline_matches,
+    parse_cmdline,
+    stat_fields,
+    tail_text,
+    wait_until,
+)
+
+C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
+UNIT_DIR = '/etc/systemd/system'
+SECRET_DIR = '/etc/ascend-kvpool/secrets'
+UNIT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$')
+HEADER = '# Written by ascend.kvpool (module %s). Changes are overwritten by the next run.\n'
+SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID', 'NRestarts', 'Result', 'UnitFileState',
+                   'ExecMainStartTimestampMonotonic', 'ExecMainStatus')
+# States in which the service manager still brings the service (back) up by itself.
+ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
+
+
+class ServiceError(Exception):
+    """A service operation failed; the message is meant for the operator."""
+
+
+class ServiceSpec(object):
+    """What one service is: its unit name, command line, environment and restart policy."""
+
+    def __init__(self, unit, description, argv, env=None, secret_env=None, after=(), owner='ascend.kvpool',
+                 stop_timeout=60, restart_sec=1, start_limit_burst=5, start_limit_interval=60, devices=None,
+                 port=None):
+        if not UNIT_RE.match(unit or ''):
+            raise ServiceError('%r is not a valid unit name' % unit)
+        self.unit = unit
+        self.description = description
+        self.argv = [str(a) for a in argv]
+        self.env = dict((str(k), str(v)) for k, v in (env or {}).items())
+        self.secret_env = dict((str(k), str(v)) for k, v in (secret_env or {}).items() if v)
+        self.after = list(after)
+        self.owner = owner
+        self.stop_timeout = float(stop_timeout)
+        self.restart_sec = float(restart_sec)
+        self.start_limit_burst = int(start_limit_burst)
+        self.start_limit_interval = int(start_limit_interval)
+        self.devices = devices  # container mode: NPU ids whose /dev/davinci<N> the service gets (None: all)
+        self.port = port
+
+
+# --- pure helpers ------------------------------------------------------------------------------------------------
+
+def systemd_quote(arg):
+    """One ExecStart= word: double-quoted, with backslash, quote, ``%`` specifiers and ``$`` expansion escaped."""
+    text = str(arg).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+    return '"%s"' % text.replace('%', '%%').replace('$', '$$')
+
+
+def env_assignment(name, value):
+    """One Environment= assignment (``$`` is not expanded there, ``%`` specifiers are)."""
+    text = ('%s=%s' % (name, value)).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+    return '"%s"' % text.replace('%', '%%')
+
+
+def secret_file(spec):
+    return '%s/%s.env' % (SECRET_DIR, spec.unit)
+
+
+def render_unit(spec):
+    """The unit file text of a service (secrets are never in it: they are in ``secret_file``)."""
+    after = ['network-online.target'] + ['%s.service' % a for a in spec.after]
+    lines = [
+        HEADER % spec.owner.rstrip(),
+        '[Unit]',
+        'Description=%s' % spec.description,
+        'Wants=network-online.target',
+        'After=%s' % ' '.join(after),
+        # At most start_limit_burst starts in start_limit_interval seconds, then the unit stays failed.
+        'StartLimitIntervalSec=%d' % spec.start_limit_interval,
+        'StartLimitBurst=%d' % spec.start_limit_burst,
+        '',
+        '[Service]',
+        'Type=simple',
+        # One word per line (systemd joins lines ending in a backslash), so a diff shows one flag per line.
+        'ExecStart=%s' % ' \\\n    '.join(systemd_quote(a) for a in spec.argv),
+    ]
+    lines.extend('Environment=%s' % env_assignment(k, v) for k, v in sorted(spec.env.items()))
+    if spec.secret_env:
+        lines.append('EnvironmentFile=%s' % secret_file(spec))
+    lines.extend([
+        'WorkingDirectory=/',
+        'Restart=on-failure',
+        'RestartSec=%s' % _num(spec.restart_sec),
+        'KillMode=control-group',
+        'TimeoutStopSec=%s' % _num(spec.stop_timeout),
+        'StandardOutput=journal',
+        'StandardError=journal',
+        'SyslogIdentifier=%s' % spec.unit,
+        '',
+        '[Install]',
+        'WantedBy=multi-user.target',
+    ])
+    return '\n'.join(lines) + '\n'
+
+
+def render_secret_env(secret_env):
+    """The EnvironmentFile= text of the secrets (``NAME=value`` lines), or None when there is none."""
+    if not secret_env:
+        return None
+    return ''.join('%s=%s\n' % (k, v.replace('\n', ' ')) for k, v in sorted(secret_env.items()))
+
+
+def _num(value):
+    value = float(value)
+    return str(int(value)) if value == int(value) else ('%g' % value)
+
+
+def parse_show(text):
+    """``systemctl show -p A -p B UNIT`` output as a dict (values as strings)."""
+    out = {}
+    for line in (text or '').splitlines():
+        key, sep, value = line.partition('=')
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def status_from_show(props):
+    """The engine's status dict from ``systemctl show`` properties."""
+    load = props.get('LoadState') or 'not-found'
+    active = props.get('ActiveState') or 'inactive'
+    sub = props.get('SubState') or ''
+    state = active
+    if active == 'activating' and sub == 'auto-restart':
+        state = 'restarting'
+    return {
+        'exists': load not in ('not-found', ''),
+        'state': state,
+        'detail': '%s/%s' % (active, sub) if sub else active,
+        'pid': _int(props.get('MainPID')) or None,
+        'restarts': _int(props.get('NRestarts')),
+        'result': props.get('Result') or '',
+        'enabled': props.get('UnitFileState') == 'enabled',
+        'started_mono': _int(props.get('ExecMainStartTimestampMonotonic')) / 1e6 or None,
+    }
+
+
+def status_from_inspect(doc):
+    """The engine's status dict from ``docker inspect`` of a service container (None: no such container)."""
+    if not doc:
+        return {'exists': False, 'state': 'inactive', 'detail': 'no container', 'pid': None, 'restarts': 0,
+                'result': '', 'enabled': False, 'started_mono': None}
+    st = doc.get('State') or {}
+    status = st.get('Status') or 'exited'
+    state = {'running': 'active', 'restarting': 'restarting', 'created': 'inactive', 'paused': 'active'}.get(
+        status, 'failed' if st.get('ExitCode') else 'inactive')
+    return {
+        'exists': True,
+        'state': state,
+        'detail': '%s (exit code %s)' % (status, st.get('ExitCode')) if status != 'running' else status,
+        'pid': st.get('Pid') or None,
+        'restarts': _int(doc.get('RestartCount')),
+        'result': 'exit-code' if st.get('ExitCode') else '',
+        'enabled': ((doc.get('HostConfig') or {}).get('RestartPolicy') or {}).get('Name') not in (None, '', 'no'),
+        'started_at': st.get('StartedAt'),
+        'started_mono': None,
+    }
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def decide(state, same, status, stale=False):
+    """(action, reason) for the wanted ``state`` (started, stopped, restarted).
+
+    ``same``: the written definition equals the wanted one; ``status``: from ``status_from_*``; ``stale``: a
+    process of the old layout (pid file) is to be converted. Actions: none, started, restarted, stopped, wait
+    (the definition is right and the service is up or coming back: only the health gate decides).
+    """
+    alive = status['state'] in ALIVE_STATES
+    if state == 'stopped':
+        if alive or status['exists'] or stale:
+            return 'stopped', ('running (%s)' % status['detail']) if alive else 'defined, not running'
+        return 'none', 'not running'
+    if stale:
+        return 'started', 'upgrade from the old layout (detached process with a pid file)'
+    if not status['exists']:
+        return 'started', 'never started here'
+    if not same:
+        return ('restarted' if alive else 'started'), 'settings changed'
+    if state == 'restarted':
+        return ('restarted', 'state=restarted') if alive else ('started', 'not running')
+    if alive:
+        return 'wait', 'running with the same settings'
+    if status['state'] == 'failed':
+        return 'started', 'failed (%s, %d restart(s))' % (status['result'] or status['detail'], status['restarts'])
+    return 'started', 'not running (%s)' % status['detail']
+
+
+def masked_secrets(secret_text, other=None):
+    """Diff lines of the secret environment: names only, ``<secret>`` or ``<secret, changed>``."""
+    names = sorted(_env_names(secret_text))
+    changed = other is not None and (secret_text or '') != (other or '')
+    return ''.join('# %s %s=<secret%s>\n' % ('EnvironmentFile', n, ', changed' if changed else '') for n in names)
+
+
+def _env_names(text):
+    return [line.partition('=')[0] for line in (text or '').splitlines() if '=' in line]
+
+
+def fingerprint(text, secret_text):
+    """sha256 of the definition; the secrets enter only as their presence (the digest cannot test guesses)."""
+    return hashlib.sha256((text + ('\n# secrets: %s' % ','.join(sorted(_env_names(secret_text)))
+                                    if secret_text else '')).encode('utf-8')).hexdigest()
+
+
+def container_spec_text(spec, template):
+    """The displayable definition of a service container (the secret values left out)."""
+    doc = {
+        'image': template['image'],
+        'command': spec.argv,
+        'env': spec.env,
+        'secret_env': sorted(spec.secret_env),
+        'network': 'host',
+        'restart': 'on-failure:%d' % spec.start_limit_burst,
+        'init': True,
+        'shm_size': template.get('shm_size') or 0,
+        'mounts': template.get('binds') or [],
+        'devices': service_devices(template.get('devices') or [], spec.devices),
+    }
+    return json.dumps(doc, indent=1, sort_keys=True) + '\n'
+
+
+_DAVINCI = re.compile(r'/davinci(\d+)$')
+
+
+def service_devices(devices, npus):
+    """The template's device mappings a service gets: the control devices, and only its own NPUs' davinci<N>."""
+    kept = []
+    for dev in devices:
+        m = _DAVINCI.search(dev.split(':')[0])
+        if m and (npus is None or int(m.group(1)) not in npus):
+            continue
+        kept.append(dev)
+    return kept
+
+
+# --- the old layout (pid file + settings.json) -------------------------------------------------------------------
+
+def legacy_match(recorded, stat_text, cmdline, btime, clk_tck=100):
+    """Whether a live process is the one an old release recorded: command line and start time both match.
+
+    ``recorded``: the old ``settings.json`` (``argv``, and ``starttime`` in clock ticks or ``started_at``, the epoch
+    just before the launch). Returns (match, why_not).
+    """
+    fields = stat_fields(stat_text)
+    if not fields or fields[0] in ('Z', 'X', 'x'):
+        return False, 'not running'
+    if not cmdline_matches(cmdline, recorded.get('argv') or []):
+        return False, 'its command line differs from the recorded one'
+    start_ticks = _int(fields[19]) if len(fields) > 19 else None
+    if recorded.get('starttime') is not None:
+        if start_ticks != _int(recorded['starttime']):
+            return False, 'its start time differs from the recorded one'
+        return True, ''
+    if recorded.get('started_at') is not None and start_ticks is not None and btime:
+        started = btime + start_ticks / float(clk_tck)
+        if not float(recorded['started_at']) - 2.0 <= started <= float(recorded['started_at']) + 30.0:
+            return False, 'its start time differs from the recorded one'
+        return True, ''
+    return False, 'no start time was recorded'
+
+
+def parse_btime(stat_text):
+    for line in (stat_text or '').splitlines():
+        if line.startswith('btime '):
+            return _int(line.split()[1])
+    return 0
+
+
+class Legacy(object):
+    """A process recorded by the old layout: ``settings_file`` (JSON) and ``pid_file``, plus other files to remove."""
+
+    def __init__(self, settings_file, pid_file, other_files=()):
+        self.settings_file = settings_file
+        self.pid_file = pid_file
+        self.other_files = list(other_files)
+
+
+# --- backends --------------------------------------------------------------------------------------------------------
+
+class SystemdBackend(object):
+    """Units under /etc/systemd/system, driven with systemctl; logs in the journal."""
+
+    kind = 'systemd'
+
+    def __init__(self, module):
+        self.module = module
+        self.systemctl = module.get_bin_path('systemctl')
+        self.journalctl = module.get_bin_path('journalctl') or 'journalctl'
+
+    def run(self, argv, env=None, check=True):
+        environ = dict(C_LOCALE)
+        environ.update(env or {})
+        rc, out, err = self.module.run_command([str(a) for a in argv], environ_update=environ,
+                                               expand_user_and_vars=False)
+        if check and rc != 0:
+            raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
+        return rc, out, err
+
+    def check(self):
+        if not self.systemctl:
+            raise ServiceError('systemctl not found: this host does not run systemd, which the collection needs to '
+                               'run its services (or run them in containers, vllm_ascend_container_enabled: true)')
+
+    def unit_path(self, spec):
+        return '%s/%s.service' % (UNIT_DIR, spec.unit)
+
+    def where(self, spec):
+        return 'systemd unit %s.service' % spec.unit
+
+    def unit_id(self, spec):
+        return '%s.service' % spec.unit
+
+    def logs_hint(self, spec):
+        return 'journalctl -u %s' % spec.unit
+
+    def render(self, spec):
+        return render_unit(spec), render_secret_env(spec.secret_env)
+
+    def current(self, spec):
+        text = _read(self.unit_path(spec))
+        secret = _read(secret_file(spec))
+        rc, out, dummy = self.run([self.systemctl, 'show', '%s.service' % spec.unit, '--no-pager']
+                                  + ['-p%s' % p for p in SHOW_PROPERTIES], check=False)
+        status = status_from_show(parse_show(out if rc == 0 else ''))
+        status['exists'] = status['exists'] and text is not None
+        return text, secret, status
+
+    def status(self, spec):
+        return self.current(spec)[2]
+
+    def apply(self, spec, text, secret, old_text, old_secret, restart):
+        if secret is not None:
+            _write(secret_file(spec), secret, 0o600, dir_mode=0o700)
+        elif old_secret is not None:
+            _remove(secret_file(spec))
+        if text != old_text:
+            _write(self.unit_path(spec), text, 0o644)
+            self.run([self.systemctl, 'daemon-reload'])
+        self.run([self.systemctl, 'enable', '--quiet', '%s.service' % spec.unit])
+        self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
+        self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit])
+
+    def stop(self, spec, remove=True):
+        unit = '%s.service' % spec.unit
+        self.run([self.systemctl, 'disable', '--now', '--quiet', unit], check=False)
+        self.run([self.systemctl, 'stop', unit], check=False)
+        if remove:
+            removed = _remove(self.unit_path(spec)) | _remove(secret_file(spec))
+            if removed:
+                self.run([self.systemctl, 'daemon-reload'])
+            self.run([self.systemctl, 'reset-failed', unit], check=False)
+
+    def logs(self, spec, lines):
+        rc, out, err = self.run([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager',
+                                 '-o', 'cat'], check=False)
+        return out if rc == 0 else err
+
+    def list_units(self, prefix):
+        """Names (without .service) of the unit files under UNIT_DIR that start with ``prefix``."""
+        try:
+            names = os.listdir(UNIT_DIR)
+        except OSError:
+            return []
+        return sorted(n[:-len('.service')] for n in names if n.startswith(prefix) and n.endswith('.service'))
+
+    # transient units (the pool probe's clients)
+    def run_transient(self, name, argv, max_seconds):
+        self.run([self.systemctl, 'reset-failed', '%s.service' % name], check=False)
+        self.run([self.module.get_bin_path('systemd-run', required=True), '--unit', name, '--collect', '--quiet',
+                  '--property', 'RuntimeMaxSec=%d' % max(1, int(max_seconds)), '--property', 'KillMode=control-group',
+                  '--'] + list(argv))
+
+    def transient_alive(self, name):
+        rc, out, dummy = self.run([self.systemctl, 'show', '%s.service' % name, '-pActiveState', '--no-pager'],
+                                  check=False)
+        return parse_show(out).get('ActiveState') in ('active', 'activating', 'deactivating')
+
+    def stop_transient(self, name):
+        self.run([self.systemctl, 'stop', '%s.service' % name], check=False)
+
+    def transient_logs(self, name, lines=20):
+        rc, out, dummy = self.run([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'],
+                                  check=False)
+        return out
+
+
+class DockerBackend(object):
+    """One container per service from the image of the node's vllm-ascend container (the template)."""
+
+    kind = 'docker'
+    LABEL = 'ascend.kvpool.spec'
+
+    def __init__(self, module, template):
+        self.module = module
+        self.template_name = template
+        self.docker = module.get_bin_path('docker') or 'docker'
+        self._template = None
+
+    def run(self, argv, env=None, check=True):
+        environ = dict(C_LOCALE)
+        environ.update(env or {})
+        rc, out, err = self.module.run_command([str(a) for a in argv], environ_update=environ,
+                                               expand_user_and_vars=False)
+        if check and rc != 0:
+            raise ServiceError('%s failed (rc %s): %s' % (' '.join(str(a) for a in argv[:3]), rc, (err or out).strip()))
+        return rc, out, err
+
+    def inspect(self, name):
+        rc, out, dummy = self.run([self.docker, 'inspect', name], check=False)
+        if rc != 0:
+            return None
+        try:
+            docs = json.loads(out)
+        except ValueError:
+            return None
+        return docs[0] if docs else None
+
+    def check(self):
+        self.template()
+
+    def template(self):
+        """Image, mounts, shared memory and devices of the node's vllm-ascend container."""
+        if self._template is None:
+            doc = self.inspect(self.template_name)
+            if not doc:
+                raise ServiceError('container %s not found: run the container phase first (role '
+                                   'ascend.kvpool.vllm_ascend_container), whose image, mounts and devices the '
+                                   'service containers take' % self.template_name)
+            host = doc.get('HostConfig') or {}
+            self._template = {
+                'image': (doc.get('Config') or {}).get('Image') or doc.get('Image'),
+                'binds': list(host.get('Binds') or []),
+                'shm_size': host.get('ShmSize') or 0,
+                'devices': ['%s:%s:%s' % (d.get('PathOnHost'), d.get('PathInContainer'),
+                                          d.get('CgroupPermissions') or 'rwm') for d in host.get('Devices') or []],
+            }
+        return self._template
+
+    def where(self, spec):
+        return 'container %s' % spec.unit
+
+    def unit_id(self, spec):
+        return spec.unit
+
+    def logs_hint(self, spec):
+        return 'docker logs %s' % spec.unit
+
+    def render(self, spec):
+        return container_spec_text(spec, self.template()), render_secret_env(spec.secret_env)
+
+    def current(self, spec):
+        doc = self.inspect(spec.unit)
+        status = status_from_inspect(doc)
+        if not doc:
+            return None, None, status
+        labels = (doc.get('Config') or {}).get('Labels') or {}
+        text = labels.get(self.LABEL)
+        env = dict(e.partition('=')[::2] for e in (doc.get('Config') or {}).get('Env') or [])
+        names = json.loads(text).get('secret_env', []) if text else []
+        secret = render_secret_env(dict((n, env.get(n, '')) for n in names))
+        return text, secret, status
+
+    def status(self, spec):
+        return status_from_inspect(self.inspect(spec.unit))
+
+    def apply(self, spec, text, secret, old_text, old_secret, restart):
+        tpl = self.template()
+        self.stop(spec)
+        argv = [self.docker, 'run', '-d', '--name', spec.unit, '--network', 'host', '--init',
+                '--restart', 'on-failure:%d' % spec.start_limit_burst, '--label', '%s=%s' % (self.LABEL, text),
+                '--label', 'ascend.kvpool.managed=1', '--stop-timeout', str(int(spec.stop_timeout))]
+        if tpl.get('shm_size'):
+            argv += ['--shm-size', str(tpl['shm_size'])]
+        for bind in tpl.get('binds') or []:
+            argv += ['-v', bind]
+        for dev in service_devices(tpl.get('devices') or [], spec.devices):
+            argv += ['--device', dev]
+        for key, value in sorted(spec.env.items()):
+            argv += ['-e', '%s=%s' % (key, value)]
+        for key in sorted(spec.secret_env):
+            argv += ['-e', key]  # by name: docker takes the value from its own environment, not its command line
+        argv += ['--entrypoint', spec.argv[0], tpl['image']] + spec.argv[1:]
+        self.run(argv, env=spec.secret_env)
+
+    def stop(self, spec, remove=True):
+        if self.inspect(spec.unit) is None:
+            return
+        self.run([self.docker, 'stop', '-t', str(int(spec.stop_timeout)), spec.unit], check=False)
+        if remove:
+            self.run([self.docker, 'rm', '-f', spec.unit], check=False)
+
+    def logs(self, spec, lines):
+        rc, out, err = self.run([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], check=False)
+        return (out or '') + (err or '')
+
+    def list_units(self, prefix):
+        rc, out, dummy = self.run([self.docker, 'ps', '-a', '--filter', 'label=ascend.kvpool.managed=1',
+                                   '--format', '{{.Names}}'], check=False)
+        return sorted(n for n in out.split() if n.startswith(prefix)) if rc == 0 else []
+
+    # transient containers (the pool probe's clients)
+    def run_transient(self, name, argv, max_seconds):
+        tpl = self.template()
+        self.run([self.docker, 'rm', '-f', name], check=False)
+        cmd = [self.docker, 'run', '-d', '--rm', '--name', name, '--network', 'host', '--init',
+               '--label', 'ascend.kvpool.probe=1']
+        if tpl.get('shm_size'):
+            cmd += ['--shm-size', str(tpl['shm_size'])]
+        for bind in tpl.get('binds') or []:
+            cmd += ['-v', bind]
+        cmd += ['--entrypoint', 'timeout', tpl['image'], '-s', 'KILL', str(max(1, int(max_seconds)))] + list(argv)
+        self.run(cmd)
+
+    def transient_alive(self, name):
+        doc = self.inspect(name)
+        return bool(doc and (doc.get('State') or {}).get('Running'))
+
+    def stop_transient(self, name):
+        self.run([self.docker, 'stop', '-t', '10', name], check=False)
+
+    def transient_logs(self, name, lines=20):
+        rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
+        return (out or '') + (err or '')
+
+
+def backend_for(module, container=None):
+    return DockerBackend(module, container) if container else SystemdBackend(module)
+
+
+# --- files (the module runs as root on the node) --------------------------------------------------------------------
+
+def _read(path):
+    try:
+        with open(path, 'r') as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def _write(path, text, mode, dir_mode=0o755):
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, dir_mode)
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, text.encode('utf-8'))
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+# --- the engine -------------------------------------------------------------------------------------------------------
+
+class Engine(object):
+    """Decide, write, (re)start, gate and report one service; the modules call ``ensure`` and ``stop``."""
+
+    def __init__(self, module, backend):
+        self.module = module
+        self.backend = backend
+
+    # -- the old layout ----------------------------------------------------------------------------------------
+    def legacy(self, record):
+        """(pid, matches, why, recorded) of a process of the old layout; pid None when none is recorded alive."""
+        if record is None:
+            return None, False, '', None
+        raw = _read(record.settings_file)
+        recorded = None
+        if raw:
+            try:
+                recorded = json.loads(raw)
+            except ValueError:
+                recorded = None
+        pid = _int((recorded or {}).get('pid')) or _int((_read(record.pid_file) or '').strip().split('\n')[0])
+        if not pid and recorded is None and _read(record.pid_file) is None:
+            return None, False, '', None
+        if not pid:
+            return None, False, 'stale files', recorded
+        stat = _read('/proc/%d/stat' % pid)
+        if not stat or (stat_fields(stat) or ['Z'])[0] in ('Z', 'X', 'x'):
+            return None, False, 'stale files', recorded
+        cmdline = parse_cmdline(_read_bytes('/proc/%d/cmdline' % pid))
+        ok, why = legacy_match(recorded or {}, stat, cmdline, parse_btime(_read('/proc/stat')),
+                               os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100)
+        return pid, ok, why, recorded
+
+    def convert_legacy(self, record, pid, stop_timeout, interval):
+        """Stop the old process (its session's process group, as the old release did) and remove its files."""
+        if pid:
+            fields = stat_fields(_read('/proc/%d/stat' % pid)) or []
+            group = pid if len(fields) > 2 and _int(fields[2]) == pid else None
+            _signal(pid, group, signal.SIGTERM)
+            _signal(pid, group, signal.SIGCONT)
+            res = wait_until([('exited', lambda: _gone(pid, group))], stop_timeout, interval)
+            if not res['ready']:
+                _signal(pid, group, signal.SIGKILL)
+                wait_until([('exited', lambda: _gone(pid, group))], 5.0, interval)
+        for path in [record.pid_file, record.settings_file] + record.other_files:
+            _remove(path)
+
+    def stop_other(self, spec, legacy, interval, what='service'):
+        """Stop (and remove) a service that is no longer wanted; True when there was something to stop.
+
+        Never exits the module; raises ServiceError when an old-layout process does not match its record.
+        """
+        status = self.backend.status(spec)
+        pid, ok, why, recorded = self.legacy(legacy)
+        if pid and not ok:
+            raise ServiceError('the old layout records pid %d in %s, but %s; it was left alone. Stop that process '
+                               'yourself if it is the old %s, then remove %s.'
+                               % (pid, legacy.settings_file, why, what, legacy.settings_file))
+        if not (status['exists'] or status['state'] in ALIVE_STATES or pid):
+            if recorded is not None and not self.module.check_mode:
+                self.convert_legacy(legacy, None, spec.stop_timeout, interval)  # stale files of a dead process
+            return False
+        if not self.module.check_mode:
+            self.backend.stop(spec)
+            if legacy is not None and (pid or recorded is not None):
+                self.convert_legacy(legacy, pid, spec.stop_timeout, interval)
+        return True
+
+    # -- the lifecycle ------------------------------------------------------------------------------------------
+    def ensure(self, spec, state, result, gate, wait=True, ready_timeout=60.0, poll_interval=0.2, log_lines=40,
+               explain=None, legacy=None, what='service', port_taken=None):
+        """Bring ``spec`` to ``state``; exits the module (exit_json / fail_json) with ``result`` filled in.
+
+        ``gate()`` returns the named health checks (list of (name, callable)); ``explain(log_text)`` the short
+        error a failed start adds to its message. ``wait=False`` returns right after a (re)start, or after one
+        poll of a running service.
+        """
+        module, be = self.module, self.backend
+        try:
+            be.check()
+        except ServiceError as exc:
+            module.fail_json(msg='%s: %s' % (what, exc), **result)
+        text, secret = be.render(spec) if state != 'stopped' else (None, None)
+        old_text, old_secret, status = be.current(spec)
+        pid, matches, why, recorded = self.legacy(legacy)
+        if pid and not matches:
+            module.fail_json(msg='%s: the old layout records pid %d in %s, but %s; it was left alone (the '
+                                 'collection never signals a process it did not start). Stop that process yourself '
+                                 'if it is the old %s, then remove %s and %s, and run again.'
+                                 % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
+                                    legacy.settings_file), legacy_pid=pid, **result)
+        stale = recorded is not None or why == 'stale files'
+        same = old_text == text and (old_secret or None) == (secret or None)
+        action, reason = decide(state, same, status, stale=stale)
+        if stale and pid:
+            reason = 'upgrade from the old layout (pid %d, %s)' % (pid, legacy.pid_file)
+        fp = fingerprint(text, secret) if text else ''
+        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec), fingerprint=fp,
+                      action='none' if action == 'wait' else action, reason=reason,
+                      pid=status['pid'] if status['state'] in ALIVE_STATES else None,
+                      state='running' if status['state'] in ALIVE_STATES else 'stopped')
+        before = (old_text or '') + masked_secrets(old_secret, secret) if (status['exists'] or old_text) else ''
+        if stale and recorded and not old_text:
+            before = '# old layout: %s\n' % legacy.settings_file + ''.join(
+                '#   %s\n' % a for a in (recorded.get('argv') or []))
+
+        if action == 'none':
+            module.exit_json(**result)
+        if action == 'stopped':
+            result.update(changed=True, diff=dict(before=before, after=''))
+            if not module.check_mode:
+                try:
+                    be.stop(spec)
+                    if stale:
+                        self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
+                except ServiceError as exc:
+                    module.fail_json(msg='could not stop %s: %s' % (what, exc), **result)
+                result.update(state='stopped', pid=None)
+            module.exit_json(**result)
+
+        started_recently = bool(status.get('started_mono')) and \
+            time.monotonic() - status['started_mono'] < ready_timeout
+        if action == 'wait':
+            if not wait:
+                res = wait_until(gate(), 0, poll_interval)
+                result['health'] = 'healthy' if res['ready'] else 'unknown'
+                if res['ready']:
+                    result['ready_seconds'] = res['elapsed']
+                module.exit_json(**result)
+            deadline = status['started_mono'] + ready_timeout if started_recently else \
+                time.monotonic() + ready_timeout
+            res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
+            if res['ready']:
+                result.update(health='healthy', ready_seconds=round(time.monotonic() - status['started_mono'], 3)
+                              if started_recently else res['elapsed'])
+                module.exit_json(**result)
+            if res['died'] or started_recently:
+                # A start of this or an earlier task that did not become healthy: a failed start, not restarted.
+                self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
+            action, reason = 'restarted', 'running but not healthy (%s)' % ', '.join(res['pending'])
+            result.update(action=action, reason=reason)
+
+        result.update(changed=True, diff=dict(before=before, after=text + masked_secrets(secret, old_secret)))
+        if module.check_mode:
+            result['health'] = 'unknown'
+            module.exit_json(**result)
+        try:
+            if stale:
+                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
+            if port_taken is not None and status['state'] not in ALIVE_STATES and port_taken():
+                module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
+                                     'process (one started by hand?) or choose another port.'
+                                     % (what, spec.port, be.where(spec)), **result)
+            be.apply(spec, text, secret, old_text, old_secret, restart=status['state'] in ALIVE_STATES)
+        except (ServiceError, IOError, OSError) as exc:
+            module.fail_json(msg='could not start %s (%s): %s' % (what, be.where(spec), exc), **result)
+        started = time.monotonic()
+        now = be.status(spec)
+        result.update(state='running', pid=now['pid'], health='starting')
+        if not wait:
+            module.exit_json(**result)
+        res = self._gate(spec, gate, ready_timeout, poll_interval)
+        result['ready_seconds'] = round(time.monotonic() - started, 3)
+        if not res['ready']:
+            self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
+        result.update(health='healthy', pid=be.status(spec)['pid'])
+        module.exit_json(**result)
+
+    def _gate(self, spec, gate, timeout, interval):
+        def alive():
+            return self.backend.status(spec)['state'] in ALIVE_STATES
+        return wait_until(gate(), timeout, interval, alive=alive)
+
+    def _fail_start(self, spec, res, ready_timeout, result, log_lines, explain, what, stop):
+        be = self.backend
+        status = be.status(spec)
+        if res['died'] or status['state'] not in ALIVE_STATES:
+            if status['restarts']:
+                why = ('exited after its start; it was restarted %d time(s) and then left %s (restart limit: %d '
+                       'starts in %d s)' % (status['restarts'], status['detail'], spec.start_limit_burst,
+                                            spec.start_limit_interval))
+            else:
+                why = 'exited after its start (%s)' % status['detail']
+            stop = False
+        else:
+            why = 'was not healthy %.0f s after its start (waiting for: %s)' % (ready_timeout,
+                                                                               ', '.join(res['pending']))
+        logs = be.logs(spec, log_lines)
+        if stop:
+            try:
+                be.stop(spec, remove=False)
+                result.update(state='stopped', pid=None)
+            except ServiceError:
+                pass
+        else:
+            result.update(state='stopped', pid=None)
+        error = explain(logs) if explain else ''
+        tail = tail_text(logs, log_lines)
+        result.update(health='unhealthy', reason='failed start', log_tail=tail)
+        self.module.fail_json(msg='%s (%s) %s%s. Last lines of `%s -n %d`:\n%s'
+                                  % (what, be.where(spec), why, (' (error: %s)' % error) if error else '',
+                                     be.logs_hint(spec), log_lines, tail), **result)
+
+
+def _read_bytes(path):
+    try:
+        with open(path, 'rb') as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def _signal(pid, group, signum):
+    try:
+        if group:
+            os.killpg(group, signum)
+        else:
+            os.kill(pid, signum)
+    except OSError:
+        pass
+
+
+def _gone(pid, group):
+    try:
+        if group:
+            os.killpg(group, 0)
+        else:
+            os.kill(pid, 0)
+    except OSError:
+        return True
+    fields = stat_fields(_read('/proc/%d/stat' % pid)) if not group else None
+    return bool(fields) and fields[0] in ('Z', 'X', 'x')
