@@ -279,7 +279,7 @@ def service_devices(devices, npus):
     kept = []
     for dev in devices:
         m = _DAVINCI.search(dev.split(':')[0])
-        if m and (npus is None or int(m.group(1)) not in npus):
+        if m and npus is not None and int(m.group(1)) not in npus:
             continue
         kept.append(dev)
     return kept

@@ -1,0 +1,195 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The lifecycle engine's pure parts: the unit file, systemctl's answers, the decision, the old layout's identity.
+
+The engine's effects (systemctl, the journal, restarts by systemd, docker) are exercised on the mock cluster, whose
+nodes run systemd as PID 1 (molecule scenarios mooncake and instances).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import shlex
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _service
+
+# `systemctl show -p... UNIT` (systemd 252, Debian bookworm, a mock node): a running unit restarted once after a
+# kill -9, and a unit that does not exist.
+SHOW_RUNNING = """LoadState=loaded
+ActiveState=active
+SubState=running
+MainPID=1187
+NRestarts=1
+Result=success
+UnitFileState=enabled
+ExecMainStartTimestampMonotonic=512734112
+ExecMainStatus=0
+"""
+SHOW_MISSING = """LoadState=not-found
+ActiveState=inactive
+SubState=dead
+MainPID=0
+NRestarts=0
+Result=success
+UnitFileState=
+ExecMainStartTimestampMonotonic=0
+ExecMainStatus=0
+"""
+SHOW_CRASH_LOOP_OVER = """LoadState=loaded
+ActiveState=failed
+SubState=failed
+MainPID=0
+NRestarts=5
+Result=start-limit-hit
+UnitFileState=enabled
+ExecMainStartTimestampMonotonic=0
+ExecMainStatus=2
+"""
+SHOW_AUTO_RESTART = SHOW_RUNNING.replace('ActiveState=active', 'ActiveState=activating').replace(
+    'SubState=running', 'SubState=auto-restart')
+
+
+def spec(**kw):
+    args = dict(unit='kvpool-vllm-a', description='vLLM-Ascend instance a (ascend.kvpool)',
+                argv=['/usr/local/bin/vllm', 'serve', '/m', '--kv-transfer-config', '{"kv_role": "kv_both"}'],
+                env={'PYTHONHASHSEED': '0', 'ODD': 'a "q" 100% $HOME'}, after=['kvpool-mooncake-master'])
+    args.update(kw)
+    return _service.ServiceSpec(**args)
+
+
+def exec_words(unit_text):
+    """ExecStart= of a unit file back to its argv (systemd's quoting: the shell's double quotes, %% and $$)."""
+    lines = unit_text.splitlines()
+    start = [i for i, line in enumerate(lines) if line.startswith('ExecStart=')][0]
+    text = lines[start][len('ExecStart='):]
+    while text.endswith('\\'):
+        start += 1
+        text = text[:-1] + ' ' + lines[start].strip()
+    return [w.replace('%%', '%').replace('$$', '$') for w in shlex.split(text)]
+
+
+def test_unit_has_the_restart_policy_order_journal_and_no_secret():
+    text = _service.render_unit(spec(secret_env={'VLLM_API_KEY': 'sk-very-secret'}))
+    for line in ('Restart=on-failure', 'StartLimitIntervalSec=60', 'StartLimitBurst=5', 'WantedBy=multi-user.target',
+                 'After=network-online.target kvpool-mooncake-master.service', 'Wants=network-online.target',
+                 'KillMode=control-group', 'StandardOutput=journal', 'StandardError=journal',
+                 'EnvironmentFile=/etc/ascend-kvpool/secrets/kvpool-vllm-a.env'):
+        assert line in text.splitlines(), line
+    assert 'sk-very-secret' not in text
+    assert _service.render_secret_env({'VLLM_API_KEY': 'sk-very-secret'}) == 'VLLM_API_KEY=sk-very-secret\n'
+
+
+def test_exec_start_round_trips_quotes_percent_and_dollar():
+    s = spec(argv=['/bin/sh', '-c', 'v=$1; echo "%s"', '--kv-transfer-config', '{"a": 1}'])
+    assert exec_words(_service.render_unit(s)) == s.argv
+    assert 'Environment="ODD=a \\"q\\" 100%% $HOME"' in _service.render_unit(s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=('Cs', 'Cc')), min_size=1, max_size=20),
+                min_size=1, max_size=6))
+def test_exec_start_round_trips_any_argv(words):
+    s = spec(argv=['/bin/x'] + words)
+    assert exec_words(_service.render_unit(s)) == s.argv
+
+
+def test_bad_unit_names_are_refused():
+    with pytest.raises(_service.ServiceError):
+        spec(unit='a b/../c')
+
+
+@pytest.mark.parametrize('text,state,alive,restarts', [
+    (SHOW_RUNNING, 'active', True, 1),
+    (SHOW_AUTO_RESTART, 'restarting', True, 1),
+    (SHOW_CRASH_LOOP_OVER, 'failed', False, 5),
+    (SHOW_MISSING, 'inactive', False, 0),
+])
+def test_status_from_systemctl_show(text, state, alive, restarts):
+    status = _service.status_from_show(_service.parse_show(text))
+    assert status['state'] == state and (status['state'] in _service.ALIVE_STATES) == alive
+    assert status['restarts'] == restarts
+    assert status['exists'] == (text is not SHOW_MISSING)
+
+
+def test_status_of_a_crash_loop_names_the_start_limit():
+    status = _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
+    assert _service.decide('started', True, status) == ('started', 'failed (start-limit-hit, 5 restart(s))')
+
+
+RUNNING = _service.status_from_show(_service.parse_show(SHOW_RUNNING))
+MISSING = _service.status_from_show(_service.parse_show(SHOW_MISSING))
+FAILED = _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
+RESTARTING = _service.status_from_show(_service.parse_show(SHOW_AUTO_RESTART))
+
+
+@pytest.mark.parametrize('state,same,status,stale,action', [
+    ('started', False, MISSING, False, 'started'),       # new
+    ('started', False, RUNNING, False, 'restarted'),     # changed setting
+    ('started', True, RUNNING, False, 'wait'),           # same: only the health gate decides
+    ('started', True, RESTARTING, False, 'wait'),        # systemd brings it back by itself
+    ('started', True, FAILED, False, 'started'),         # dead (gave up restarting)
+    ('started', False, MISSING, True, 'started'),        # upgrade from the old layout
+    ('restarted', True, RUNNING, False, 'restarted'),
+    ('restarted', True, FAILED, False, 'started'),
+    ('stopped', True, RUNNING, False, 'stopped'),        # removed from the list
+    ('stopped', True, FAILED, False, 'stopped'),         # the unit file goes too
+    ('stopped', True, MISSING, False, 'none'),
+    ('stopped', True, MISSING, True, 'stopped'),         # an old-layout process to convert
+])
+def test_decide(state, same, status, stale, action):
+    assert _service.decide(state, same, status, stale)[0] == action
+
+
+STAT = ('4682 (mooncake_master) S 1 4682 4682 0 -1 4194560 1000 0 0 0 10 5 0 0 20 0 12 0 %d 1000000 500 '
+        '18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0')
+ARGV = ['/usr/local/bin/mooncake_master', '--port=50088']
+CMDLINE = ['/usr/bin/python3', '/usr/local/bin/mooncake_master', '--port=50088']
+
+
+@pytest.mark.parametrize('recorded,stat,cmdline,ok', [
+    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ARGV, True),
+    ({'argv': ARGV, 'starttime': 5000}, STAT % 5001, ARGV, False),          # pid reused by a later process
+    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ['/bin/sleep', '9'], False),
+    ({'argv': ARGV, 'started_at': 1000050.0}, STAT % 5000, CMDLINE, True),  # btime 1e6 + 50 s
+    ({'argv': ARGV, 'started_at': 1000900.0}, STAT % 5000, CMDLINE, False),
+    ({'argv': ARGV}, STAT % 5000, ARGV, False),                             # no start time: never signalled
+    ({'argv': ARGV, 'starttime': 5000}, (STAT % 5000).replace(' S ', ' Z '), ARGV, False),
+])
+def test_the_old_layout_is_matched_by_command_line_and_start_time(recorded, stat, cmdline, ok):
+    assert _service.legacy_match(recorded, stat, cmdline, btime=1000000, clk_tck=100)[0] is ok
+
+
+def test_btime():
+    assert _service.parse_btime('cpu  1 2 3\nbtime 1764600000\nprocesses 12\n') == 1764600000
+
+
+def test_a_service_container_gets_only_its_own_npus():
+    devices = ['/dev/davinci%d:/dev/davinci%d:rwm' % (i, i) for i in range(4)] + [
+        '/dev/davinci_manager:/dev/davinci_manager:rwm', '/dev/hisi_hdc:/dev/hisi_hdc:rwm']
+    assert _service.service_devices(devices, [2, 3]) == devices[2:]
+    assert _service.service_devices(devices, []) == devices[4:]          # the master: control devices only
+    assert _service.service_devices(devices, None) == devices
+
+
+def test_container_status():
+    assert _service.status_from_inspect(None)['exists'] is False
+    doc = {'State': {'Status': 'exited', 'ExitCode': 2}, 'RestartCount': 5,
+           'HostConfig': {'RestartPolicy': {'Name': 'on-failure'}}}
+    status = _service.status_from_inspect(doc)
+    assert status['state'] == 'failed' and status['restarts'] == 5 and status['enabled']
+    doc['State'] = {'Status': 'running', 'Pid': 77}
+    assert _service.status_from_inspect(doc)['state'] == 'active'
+
+
+def test_secrets_in_a_diff_are_names_only():
+    old, new = 'VLLM_API_KEY=old-key\n', 'VLLM_API_KEY=new-key\n'
+    assert _service.masked_secrets(new, old) == '# EnvironmentFile VLLM_API_KEY=<secret, changed>\n'
+    assert _service.masked_secrets(new, new) == '# EnvironmentFile VLLM_API_KEY=<secret>\n'
+    assert 'key' not in _service.fingerprint('unit', new).lower()
+    assert _service.fingerprint('unit', new) == _service.fingerprint('unit', old)
