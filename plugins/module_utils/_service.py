@@ -670,9 +670,14 @@ class Engine(object):
             raise ServiceError('the old layout records pid %d in %s, but %s; it was left alone. Stop that process '
                                'yourself if it is the old %s, then remove %s.'
                                % (pid, legacy.settings_file, why, what, legacy.settings_file))
-        if not (status['exists'] or status['state'] in ALIVE_STATES or pid):
-            if recorded is not None and not self.module.check_mode:
-                self.convert_legacy(legacy, None, spec.stop_timeout, interval)  # stale files of a dead process
+        if not (status['state'] in ALIVE_STATES or pid):
+            # Nothing runs: a unit file left by a failed start, or the files of a dead old-layout process, are
+            # removed without counting as a stop.
+            if not self.module.check_mode:
+                if status['exists']:
+                    self.backend.stop(spec)
+                if recorded is not None:
+                    self.convert_legacy(legacy, None, spec.stop_timeout, interval)
             return False
         if not self.module.check_mode:
             self.backend.stop(spec)

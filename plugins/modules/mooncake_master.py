@@ -11,42 +11,36 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: mooncake_master
-short_description: Run the Mooncake master of a KV cache pool as a detached, health-checked process
+short_description: Run the Mooncake master of a KV cache pool as a health-checked systemd unit (or container)
 version_added: 0.1.0
 description:
-  - Starts, stops or restarts C(mooncake_master), the metadata service of a Mooncake KV cache pool, either on the
-    host or inside a running container (the vLLM-Ascend guide runs it in the C(vllm-ascend) container).
-  - The master runs detached in its own session with a pid file and a log file under O(state_dir). A settings
-    file there records the effective command line and its fingerprint.
-  - Idempotent. A master that runs with the same effective command line and answers its health check is left
-    alone (C(ok)). Different settings restart it (C(changed), with a diff of the flags). A dead or unhealthy
-    master is started again.
+  - Starts, stops or restarts C(mooncake_master), the metadata service of a Mooncake KV cache pool, as the systemd
+    unit C(kvpool-mooncake-master.service) on the host, or as the container C(kvpool-mooncake-master) made from
+    the node's vllm-ascend container (O(container)).
+  - systemd keeps it running. A master that dies (killed, OOM) is restarted by systemd within a second, with a
+    bounded restart rate (O(restart_limit_burst)); after a reboot the enabled unit starts it again.
+  - Idempotent. A master whose unit file is the wanted one and that answers its health check is left alone
+    (C(ok)). Different settings rewrite the unit and restart it (C(changed), with a diff of the unit file, one flag
+    per line). A failed unit is started again; a running but unhealthy master is restarted.
   - Readiness is the RPC port accepting TCP and C(GET /health) on the metrics port answering 200, polled every
     O(poll_interval) seconds for at most O(ready_timeout) seconds. The master logs C(Master service started)
     before it binds the RPC port, so the log line is not used.
-  - A start that fails (the process exits, or is not ready in time) fails the task with the tail of the master's
-    log in the message.
+  - A start that fails (the process exits and systemd gives up restarting it, or it is not ready in time) fails
+    the task with the unit's name and the tail of its journal (C(journalctl -u kvpool-mooncake-master -n
+    <log_lines>)) in the message.
   - The flags are written C(--name=value) with the names every Mooncake 0.3.x release knows (C(--port),
     C(--max_threads)); newer releases log that they prefer C(--rpc_port) and C(--rpc_thread_num) and behave the
     same.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
-attributes:
-  check_mode:
-    support: full
-    description: Reports whether the master would be started, restarted or stopped (with the diff), and changes
-      nothing.
-  diff_mode:
-    support: full
-    description: The effective command line before and after, one flag per line.
-  idempotent:
-    support: full
-    description: O(state=restarted) always restarts; the other states change nothing when nothing differs.
+extends_documentation_fragment:
+  - ascend.kvpool.service
 options:
   state:
     description:
       - C(started) makes sure the master runs with these settings and is healthy.
-      - C(stopped) stops the master started by this module (SIGTERM, then SIGKILL after O(stop_timeout)).
+      - C(stopped) stops the master's unit (SIGTERM to its whole cgroup, SIGKILL after O(stop_timeout)), disables it
+        and removes its unit file.
       - C(restarted) always restarts it.
     type: str
     choices: [started, stopped, restarted]
@@ -123,14 +117,10 @@ options:
         C(/usr/local/bin), C(/usr/local/python3*/bin) and C(/opt/*/bin).
     type: str
     default: mooncake_master
-  container:
-    description:
-      - Name of a running docker container to run the master in (C(docker exec)). Unset runs it on the host.
-      - The readiness polls run from the host, so the container must share the host network (C(--net=host),
-        as in the guide).
-    type: str
   state_dir:
-    description: Directory (on the host, or in the container) for the pid, log and settings files.
+    description:
+      - Directory of the layout before the units (C(mooncake_master.pid), C(settings.json)), looked at only to
+        convert a master started by an earlier release (see the notes). Nothing is written there any more.
     type: path
     default: /var/lib/ascend-kvpool/mooncake_master
   ready_timeout:
@@ -142,7 +132,7 @@ options:
     type: float
     default: 0.1
   stop_timeout:
-    description: Seconds to wait after SIGTERM before SIGKILL.
+    description: Seconds after SIGTERM before SIGKILL (C(TimeoutStopSec=)).
     type: float
     default: 10
   health_host:
@@ -154,13 +144,9 @@ options:
     description: Path of the health endpoint on the metrics port.
     type: str
     default: /health
-  log_lines:
-    description: Lines of the master's log put into the message of a failed start.
-    type: int
-    default: 40
 notes:
-  - Only a master started by this module (its pid file) is managed. A port already taken by another process makes
-    the start fail with a message saying so.
+  - Only the master's own unit is managed. A port already taken by another process (a master started by hand)
+    makes the start fail with a message saying so; that process is never signalled.
   - In HA mode a standby master does not serve RPC until it is elected, so readiness only needs the health
     endpoint to answer (200 or 503).
 seealso:
@@ -187,7 +173,7 @@ EXAMPLES = r"""
 
 - name: Show where it listens
   ansible.builtin.debug:
-    msg: "master {{ master.endpoints.rpc }} (pid {{ master.pid }}), ready in {{ master.ready_seconds }} s"
+    msg: "master {{ master.endpoints.rpc }} ({{ master.unit }}, pid {{ master.pid }}), ready in {{ master.ready_seconds }} s"
 
 - name: Listen on the node's own address only (RPC and metrics), not on every interface
   ascend.kvpool.mooncake_master:
@@ -223,10 +209,26 @@ reason:
   type: str
   sample: settings changed
 pid:
-  description: Pid of the master (in the container's pid namespace when O(container) is set); null when stopped.
+  description: Main pid of the master's unit (of the container's process on the host with O(container)); null when
+    stopped.
   returned: always
   type: int
   sample: 4682
+unit:
+  description: The systemd unit (or the container) of the master.
+  returned: always
+  type: str
+  sample: kvpool-mooncake-master.service
+logs:
+  description: How to read the master's log.
+  returned: always
+  type: str
+  sample: journalctl -u kvpool-mooncake-master
+health:
+  description: C(healthy) when the health gate passed; C(unknown) in check mode when a change is pending.
+  returned: when polled
+  type: str
+  sample: healthy
 argv:
   description: The effective command line.
   returned: always
@@ -235,7 +237,7 @@ argv:
   sample: [/usr/local/bin/mooncake_master, --port=50088, --metrics_port=9003,
            --eviction_high_watermark_ratio=0.95, --eviction_ratio=0.05]
 fingerprint:
-  description: sha256 of the effective command line and environment; a change restarts the master.
+  description: sha256 of the unit file (or container definition); a change restarts the master.
   returned: always
   type: str
 endpoints:
@@ -255,22 +257,13 @@ endpoints:
       description: URL of the health endpoint.
       type: str
       sample: http://127.0.0.1:9003/health
-log_path:
-  description: The master's log file (the previous run's log is kept as C(<log_path>.1)).
-  returned: always
-  type: str
-  sample: /var/lib/ascend-kvpool/mooncake_master/mooncake_master.log
-pid_path:
-  description: The pid file.
-  returned: always
-  type: str
 ready_seconds:
   description: Seconds the master took to become ready after its start (or to answer the health check); null
     when nothing was polled.
   returned: always
   type: float
   sample: 0.21
-health:
+health_body:
   description: Body of the last health answer.
   returned: when polled
   type: str

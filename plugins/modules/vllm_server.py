@@ -11,55 +11,48 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: vllm_server
-short_description: Run one C(vllm serve) process as a detached, health-gated instance
+short_description: Run one C(vllm serve) instance as a health-gated systemd unit (or container)
 version_added: 0.1.0
 description:
-  - Starts, stops or restarts one C(vllm serve) process (a vLLM-Ascend instance), on the host or inside a running
-    container (the vLLM-Ascend guide runs it in the C(vllm-ascend) container started with C(--net=host)).
+  - Starts, stops or restarts one C(vllm serve) process (a vLLM-Ascend instance) as the systemd unit
+    C(kvpool-vllm-<name>.service) on the host, or as the container C(kvpool-vllm-<name>) made from the node's
+    vllm-ascend container (O(container)), with the device nodes of its own NPUs only.
   - The command line is built from structured parameters (model, served name, dtype, max model length, tensor
     parallel size, host, port, max batched tokens, memory utilization, C(--kv-transfer-config) from a dict) plus
     O(extra_args); the environment from O(env), O(visible_devices) and O(path_prepend).
-  - The process runs detached in its own session with a pid file, a log file and a settings file under
-    C(<state_dir>/<name>/). The settings file records the effective command line, environment and their
-    fingerprint (sha256), the pid and the process start time (so a reused pid is never mistaken for it).
-  - Idempotent. A process running with the same fingerprint and passing the health gate is left alone (C(ok)).
-    A different fingerprint restarts it (C(changed), with a diff). A dead process is started; a live one that stays
-    unhealthy for O(ready_timeout) is restarted.
+  - systemd keeps it running. An instance that dies (killed, OOM, an NPU error) is restarted by systemd within a
+    second, at a bounded rate (O(restart_limit_burst)); after a reboot the enabled unit starts it again, after the
+    master unit of the same host.
+  - Idempotent. An instance whose unit file (and secret environment file) is the wanted one and that passes the
+    health gate is left alone (C(ok)). A different definition rewrites the unit and restarts it (C(changed), with a
+    diff of the unit file). A failed unit is started again; a live one that stays unhealthy for O(ready_timeout) is
+    restarted.
   - The health gate is C(GET /health) answering 200 and C(GET /v1/models) listing the served model name (sent with
     O(api_key) as a bearer token when set), polled every O(poll_interval) seconds for at most O(ready_timeout)
-    seconds. A start that fails (the process exits, or is not healthy in time) stops what is left of it and fails
-    the task with the tail of its log.
+    seconds. A start that fails (systemd gives up restarting it, or it is not healthy in time) fails the task with
+    the unit's name and the tail of its journal (C(journalctl -u kvpool-vllm-<name> -n <log_lines>)).
   - With O(wait=false) the task returns as soon as the process is launched. A later task with O(wait=true) and the
-    same parameters then waits for that start, and reports its failure with the log tail instead of starting it
-    again. This lets a play launch every instance of a host first and then wait for all of them, so the waits
+    same parameters then waits for that start (its deadline counts from the unit's start), and reports its failure
+    with the journal tail instead of starting it again. This lets a play launch every instance of a host first and then wait for all of them, so the waits
     overlap.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
-attributes:
-  check_mode:
-    support: full
-    description: Reports whether the instance would be started, restarted or stopped (with the diff), and changes
-      nothing. The health of a running instance is still polled, which only reads.
-  diff_mode:
-    support: full
-    description: The effective command line and environment before and after, one flag or variable per line.
-  idempotent:
-    support: full
-    description: O(state=restarted) always restarts; the other states change nothing when nothing differs.
+extends_documentation_fragment:
+  - ascend.kvpool.service
 options:
   state:
     description:
       - C(started) makes sure the instance runs with these settings and passes the health gate.
-      - C(stopped) stops the instance started by this module (SIGTERM to its process group, SIGKILL after
-        O(stop_timeout)).
+      - C(stopped) stops the instance's unit (SIGTERM to its whole cgroup, engine and workers included, SIGKILL
+        after O(stop_timeout)), disables it and removes its unit file.
       - C(restarted) always restarts it.
     type: str
     choices: [started, stopped, restarted]
     default: started
   name:
     description:
-      - Name of the instance on this host (letters, digits, C(.), C(_), C(-)). Names its state directory; two
-        instances of one host need two names.
+      - Name of the instance on this host (letters, digits, C(.), C(_), C(-)). Names its unit
+        (C(kvpool-vllm-<name>.service)); two instances of one host need two names.
     type: str
     required: true
   model:
@@ -113,8 +106,9 @@ options:
     description:
       - API key the instance requires on C(/v1/*) (vLLM's C(VLLM_API_KEY); C(/health) and C(/metrics) stay open).
       - Handed to the process through its environment, never its command line (which every user of the host can
-        read with C(ps)), and not returned. The settings file records only a salted sha256 digest of it, so a new
-        key restarts the instance (the diff shows C(VLLM_API_KEY=<secret, ...>)) and the same key changes nothing.
+        read with C(ps)) nor its unit file (world-readable), and not returned. It is in
+        C(/etc/ascend-kvpool/secrets/kvpool-vllm-<name>.env) (mode 0600, C(EnvironmentFile=)); a new key restarts
+        the instance (the diff shows C(VLLM_API_KEY=<secret, changed>)) and the same key changes nothing.
       - Unset or empty runs the instance without a key. C(--api-key) in O(extra_args) is refused.
     type: str
   visible_devices:
@@ -137,20 +131,18 @@ options:
         C(/usr/local/bin) and C(/usr/local/python3*/bin).
     type: str
     default: vllm
-  container:
-    description:
-      - Name of a running docker container to run the instance in (C(docker exec)). Unset runs it on the host.
-      - The health polls run from the host, so the container must share the host network (C(--net=host)).
-    type: str
   state_dir:
-    description: Directory (on the host, or in the container) under which C(<name>/) holds the pid, log and settings.
+    description:
+      - Directory of the layout before the units (C(<name>/vllm.pid), C(<name>/settings.json)), looked at only to
+        convert instances started by an earlier release (see the notes). Nothing is written there any more.
     type: path
     default: /var/lib/ascend-kvpool/vllm
   stop_unlisted:
     description:
-      - Names of every instance under O(state_dir) that is to stay (O(name) among them). Before anything else, every
-        other instance this module started under O(state_dir) (a C(<name>/settings.json) there) that still runs is
-        stopped as O(state=stopped) stops it, and named in RV(stopped_unlisted). Use it to retire instances that
+      - Names of every instance of this host that is to stay (O(name) among them). Before anything else, every
+        other instance unit of this collection (C(kvpool-vllm-*)), and every instance of the old layout under
+        O(state_dir), that still runs is stopped as O(state=stopped) stops it, and named in RV(stopped_unlisted).
+        Units of other names that no longer run (a failed start) are removed without being reported. Use it to retire instances that
         were removed from an inventory in the same call that launches the listed ones.
       - Unset stops nothing else.
     type: list
@@ -180,15 +172,11 @@ options:
     description:
       - Address the health polls connect to. Unset uses O(host), or C(127.0.0.1) when the server binds all addresses.
     type: str
-  log_lines:
-    description: Lines of the instance's log put into the message of a failed start.
-    type: int
-    default: 40
 notes:
-  - Only an instance started by this module (its pid file and recorded start time) is managed. A port already
-    accepting connections without a managed instance behind it makes the start fail with a message saying so.
-  - vLLM starts worker processes (engine core, one per tensor parallel rank) in the same process group; a stop
-    waits until the whole group is gone, so the NPUs are free when the task returns.
+  - Only the instance's own unit is managed. A port already accepting connections without the unit running
+    makes the start fail with a message saying so; that process is never signalled.
+  - vLLM's worker processes (engine core, one per tensor parallel rank) are in the unit's cgroup; a stop returns
+    when all of them are gone, so the NPUs are free when the task returns.
 seealso:
   - module: ascend.kvpool.mooncake_master
   - name: vLLM-Ascend KV pool guide
@@ -281,10 +269,21 @@ health:
   type: str
   sample: healthy
 pid:
-  description: Pid of the instance (in the container's pid namespace when O(container) is set); null when stopped.
+  description: Main pid of the instance's unit (of the container's process on the host with O(container)); null
+    when stopped.
   returned: always
   type: int
   sample: 4682
+unit:
+  description: The systemd unit (or the container) of the instance.
+  returned: always
+  type: str
+  sample: kvpool-vllm-qwen-8002.service
+logs:
+  description: How to read the instance's log.
+  returned: always
+  type: str
+  sample: journalctl -u kvpool-vllm-qwen-8002
 argv:
   description: The effective command line.
   returned: always
@@ -297,8 +296,8 @@ env:
   type: dict
   sample: {ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3", PYTHONHASHSEED: "0"}
 fingerprint:
-  description: sha256 of the effective command line, environment and API key digest; a change restarts the
-    instance.
+  description: sha256 of the unit file (or container definition) and the names of its secrets; a change restarts
+    the instance.
   returned: always
   type: str
 endpoint:
@@ -318,17 +317,12 @@ ready_seconds:
   returned: always
   type: float
   sample: 41.3
-log_path:
-  description: The instance's log file (the previous run's log is kept as C(<log_path>.1)).
-  returned: always
-  type: str
-  sample: /var/lib/ascend-kvpool/vllm/qwen-8002/vllm.log
 log_tail:
-  description: Last lines of the log.
+  description: Last lines of the journal (or C(docker logs)).
   returned: on a failed start
   type: str
 stopped_unlisted:
-  description: Instances under O(state_dir) not named in O(stop_unlisted) that were stopped (or would be, in check
+  description: Instances of this host not named in O(stop_unlisted) that were stopped (or would be, in check
     mode); empty when O(stop_unlisted) is unset.
   returned: always
   type: list

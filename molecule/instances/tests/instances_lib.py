@@ -5,6 +5,7 @@ Like molecule/resources/kvpool_testlib.py (the tests type what an operator types
 """
 
 import json
+import shlex
 import os
 import re
 import shutil
@@ -163,18 +164,38 @@ def puts_settled(endpoint, timeout=30.0):
 
 
 def instance_pids(node):
-    """{instance name: pid} of the instances the collection runs on a mock node (from their settings files)."""
-    rc, out = sh(NODES[node], 'for f in /var/lib/ascend-kvpool/vllm/*/settings.json; do [ -f "$f" ] && cat "$f" '
-                              '&& echo; done')
+    """{instance name: main pid} of the instance units the collection runs on a mock node (systemctl)."""
+    rc, out = sh(NODES[node], 'for u in /etc/systemd/system/kvpool-vllm-*.service; do [ -f "$u" ] || continue; '
+                              'n=$(basename "$u" .service); echo "${n#kvpool-vllm-} '
+                              '$(systemctl show -p MainPID --value "$n")"; done')
     pids = {}
-    for chunk in out.split('\n}\n'):
-        chunk = chunk.strip()
-        if not chunk:
-            continue
-        doc = json.loads(chunk if chunk.endswith('}') else chunk + '\n}')
-        if doc.get('pid'):
-            pids[doc['name']] = doc['pid']
+    for line in out.splitlines():
+        name, _, pid = line.partition(' ')
+        if pid.strip().isdigit() and int(pid) > 0:
+            pids[name] = int(pid)
     return pids
+
+
+def unit_record(node, name):
+    """argv (after the collection's PATH-prepending sh wrapper), env (Environment= lines) and main pid of an
+    instance's systemd unit, read from its unit file as systemd reads it."""
+    rc, text = sh(NODES[node], 'cat /etc/systemd/system/kvpool-vllm-%s.service' % name)
+    assert rc == 0, text
+    lines = text.splitlines()
+    i = [n for n, line in enumerate(lines) if line.startswith('ExecStart=')][0]
+    exec_text = lines[i][len('ExecStart='):]
+    while exec_text.endswith('\\'):
+        i += 1
+        exec_text = exec_text[:-1] + ' ' + lines[i].strip()
+    argv = [w.replace('%%', '%').replace('$$', '$') for w in shlex.split(exec_text)]
+    if argv[:2] == ['/bin/sh', '-c'] and '--' in argv:
+        argv = argv[argv.index('--') + 1:]
+    env = {}
+    for line in lines:
+        if line.startswith('Environment='):
+            key, _, value = shlex.split(line[len('Environment='):])[0].replace('%%', '%').partition('=')
+            env[key] = value
+    return {'argv': argv, 'env': env, 'pid': instance_pids(node).get(name), 'unit_text': text}
 
 
 def module(node, name, args, check=False):

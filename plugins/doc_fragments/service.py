@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    """Options and attributes shared by the service modules (mooncake_master, vllm_server): module_utils/_service.py."""
+
+    DOCUMENTATION = r"""
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the service would be started, restarted or stopped, with the diff of its unit file
+      (or container definition), and changes nothing. A running service's health is still polled, which only reads.
+  diff_mode:
+    support: full
+    description: The unit file (or the container definition) before and after, one command-line word per line;
+      secrets appear by name only (C(<secret>), C(<secret, changed>)).
+  idempotent:
+    support: full
+    description: O(state=restarted) always restarts; the other states change nothing when nothing differs.
+options:
+  container:
+    description:
+      - Name of the node's vllm-ascend container (role C(ascend.kvpool.vllm_ascend_container)). When set, the service
+        runs in a container of its own made from that container's image, mounts, shared memory size and device
+        nodes (only the NPUs of the service), on the host network, with the restart policy
+        C(on-failure:<restart_limit_burst>); its logs are C(docker logs <name>).
+      - Unset runs the service as a systemd unit on the host, logging to the journal (C(journalctl -u <unit>)).
+      - The health polls run from the host; the service shares the host network in both cases.
+    type: str
+  log_lines:
+    description: Lines of the journal (or C(docker logs)) put into the message of a failed start.
+    type: int
+    default: 40
+  restart_limit_burst:
+    description:
+      - A service that exits with an error (or is killed) is restarted by systemd (C(Restart=on-failure),
+        one second later), at most this many starts in O(restart_limit_interval) seconds
+        (C(StartLimitBurst=)); then the unit stays failed and the next run of the task starts it again and, if it
+        fails again, names the unit and shows its journal tail. In a container it is the restart policy's maximum retry
+        count.
+    type: int
+    default: 5
+  restart_limit_interval:
+    description: The window of O(restart_limit_burst), in seconds (C(StartLimitIntervalSec=)).
+    type: int
+    default: 60
+notes:
+  - Unit names are C(kvpool-mooncake-master.service) and C(kvpool-vllm-<name>.service) under
+    C(/etc/systemd/system) (container names C(kvpool-mooncake-master), C(kvpool-vllm-<name>)). Each unit is
+    enabled at boot, ordered after C(network-online.target) (an instance also after the master unit of its host),
+    and stopped through its cgroup, so every process it started goes with it.
+  - Secrets are never in the unit file (world-readable) but in C(/etc/ascend-kvpool/secrets/<unit>.env), mode
+    0600, read through C(EnvironmentFile=).
+  - A node deployed by a release before the units (a detached process with a pid file and C(settings.json) in
+    O(state_dir)) is converted by the next run. The old process is stopped only when both its recorded start time
+    and its command line match; otherwise the task fails naming it and leaves it alone.
+  - systemctl is called directly (argv lists through C(run_command), C(LANG=C)), so one task decides, writes, starts,
+    gates and reports, with the journal tail of a failed start.
+"""
