@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ import pytest
 import instances_lib as lib
 
 CONTAINER = 'kvpool-ctest-vllm-ascend'
+MASTER_C = 'kvpool-mooncake-master'
+INSTANCE_C = 'kvpool-vllm-vllm-18002'
 IMAGE_B = 'kvpool-ctest-image:b'
 ENDPOINT = 'http://127.0.0.1:18002'
 DEVICES = ['davinci0', 'davinci1', 'davinci2', 'davinci3', 'davinci_manager', 'devmm_svm', 'hisi_hdc']
@@ -104,9 +107,20 @@ def test_site_from_nothing_runs_everything_in_the_container(deployed, ctest):
     for target in GUIDE_TARGETS:
         assert target.rstrip('/') in targets, targets
     assert lib.sh(CONTAINER, 'cat /etc/hccn.conf')[1].startswith('address_0=29.1.1.80')
-    # Master and instance run inside the container (its pid namespace), not on this machine.
-    rc, ps = lib.sh(CONTAINER, 'ps -eo args')
-    assert '--port=15088' in ps and 'serve /root/.cache/Qwen2.5-72B-Instruct' in ps, ps
+    # Master and instance each run in a container of their own, from the guide container's image, with its mounts
+    # (hccn.conf included), on the host network, with a restart policy; the instance gets only its own NPUs.
+    for name, argv_part, npus in ((MASTER_C, '--port=15088', []), (INSTANCE_C, 'serve', [0, 1, 2, 3])):
+        svc = inspect(name)
+        assert svc and svc['State']['Running'], name
+        assert svc['HostConfig']['NetworkMode'] == 'host'
+        assert svc['HostConfig']['RestartPolicy'] == {'Name': 'on-failure', 'MaximumRetryCount': 5}
+        assert svc['Config']['Image'] == info['Config']['Image']
+        assert argv_part in ' '.join([svc['Path']] + svc['Args'])
+        svc_targets = [m['Destination'].rstrip('/') for m in svc['Mounts']]
+        assert all(t.rstrip('/') in svc_targets for t in GUIDE_TARGETS), svc_targets
+        svc_devices = sorted(d['PathInContainer'] for d in svc['HostConfig']['Devices'] or [])
+        assert svc_devices == sorted(['/dev/davinci%d' % n for n in npus]
+                                     + ['/dev/davinci_manager', '/dev/devmm_svm', '/dev/hisi_hdc'])
     assert lib.models(ENDPOINT) == ['qwen']
     status = deployed.status('localhost', 'vllm-18002')
     assert status['health'] == 'healthy' and status['endpoint'] == ENDPOINT
@@ -137,8 +151,48 @@ def test_changing_the_image_recreates_the_container_and_the_daemons_come_back(de
     info = inspect()
     assert info['Id'] != before and info['Config']['Image'] == IMAGE_B
     assert lib.models(ENDPOINT) == ['qwen']
-    assert res.status('localhost', 'vllm-18002')['action'] == 'started'
+    assert res.status('localhost', 'vllm-18002')['action'] == 'restarted'
+    assert inspect(INSTANCE_C)['Config']['Image'] == IMAGE_B
     assert run(ctest, vllm_ascend_container_image=IMAGE_B).changed() == {'localhost': 0}
+
+
+def test_killed_services_come_back_by_themselves_and_a_rerun_changes_nothing(deployed, ctest):
+    """Drill (a) in container mode: kill -9 of the master's and the instance's main process (from this machine);
+    docker's restart policy brings each back, healthy within 15 s, and the next site.yml changes nothing."""
+    for name, healthy in ((MASTER_C, lambda: lib.http('http://127.0.0.1:19003/health')[0] == 200),
+                          (INSTANCE_C, lambda: lib.models(ENDPOINT) == ['qwen'])):
+        pid = inspect(name)['State']['Pid']
+        killed = time.monotonic()
+        os.kill(pid, 9)
+        back = None
+        while time.monotonic() - killed < 30:
+            now = inspect(name)
+            if now and now['State']['Running'] and now['State']['Pid'] != pid and healthy():
+                back = time.monotonic() - killed
+                break
+            time.sleep(0.2)
+        print('drill a (container %s): kill -9 of pid %d -> healthy again after %s s without Ansible (bound 15 s)'
+              % (name, pid, '%.1f' % back if back is not None else 'more than 30'))
+        assert back is not None and back < 15
+    again = run(ctest)
+    assert again.rc == 0 and again.changed() == {'localhost': 0}, again.changed_tasks() or again.stdout[-4000:]
+
+
+def test_a_crash_loop_stops_after_the_restart_limit_and_names_the_container(deployed, ctest):
+    """Drill (c) in container mode: an instance whose flag makes it exit at start is restarted by docker up to its
+    retry limit, then the run names the container and shows the tail of docker logs."""
+    res = run(ctest, '--tags', 'instances', vllm_instance_kv_connector='NoSuchConnector')
+    assert res.rc != 0
+    status = res.status('localhost', 'vllm-18002')
+    assert status['failed'] and 'container %s' % INSTANCE_C in status['error'], status['error']
+    assert 'Last lines of `docker logs %s' % INSTANCE_C in status['error']
+    assert 'Unsupported connector type: NoSuchConnector' in status['error']
+    svc = inspect(INSTANCE_C)
+    print('drill c (container): %s, %d restart(s), exit code %s' % (svc['State']['Status'], svc['RestartCount'],
+                                                                   svc['State']['ExitCode']))
+    assert svc['State']['Status'] == 'exited' and svc['RestartCount'] == 5
+    healed = run(ctest)
+    assert healed.rc == 0 and lib.models(ENDPOINT) == ['qwen'], healed.stdout[-4000:]
 
 
 def test_missing_mount_source_fails_before_anything_changes(deployed, ctest):
@@ -155,7 +209,7 @@ def test_missing_mount_source_fails_before_anything_changes(deployed, ctest):
 def test_teardown_removes_the_container_and_the_files(deployed, ctest):
     res = run(ctest, 'teardown.yml', kvpool_teardown_confirm=True)
     assert res.rc == 0, res.stdout[-4000:]
-    assert inspect() is None
+    assert inspect() is None and inspect(MASTER_C) is None and inspect(INSTANCE_C) is None
     assert not (ctest['root'] / 'etc-ascend-kvpool').exists()
     assert not (ctest['root'] / 'var-lib-ascend-kvpool').exists()
     assert lib.models(ENDPOINT) is None
