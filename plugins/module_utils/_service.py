@@ -698,6 +698,13 @@ class Engine(object):
         try:
             be.check()
         except ServiceError as exc:
+            if state == 'stopped':  # nothing can run where the service manager (or the template) is missing
+                result.update(action='none', reason=str(exc), state='stopped', pid=None)
+                module.exit_json(**result)
+            if module.check_mode:  # an earlier task (not run in check mode) would have created the template
+                result.update(changed=True, action='started', reason=str(exc), state='stopped', pid=None,
+                              health='unknown')
+                module.exit_json(**result)
             module.fail_json(msg='%s: %s' % (what, exc), **result)
         text, secret = be.render(spec) if state != 'stopped' else (None, None)
         old_text, old_secret, status = be.current(spec)
@@ -708,7 +715,9 @@ class Engine(object):
                                  'if it is the old %s, then remove %s and %s, and run again.'
                                  % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
                                     legacy.settings_file), legacy_pid=pid, **result)
-        stale = recorded is not None or why == 'stale files'
+        if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
+            self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
+        stale = bool(pid)
         same = old_text == text and (old_secret or None) == (secret or None)
         action, reason = decide(state, same, status, stale=stale)
         if stale and pid:

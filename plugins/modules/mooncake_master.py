@@ -173,7 +173,7 @@ EXAMPLES = r"""
 
 - name: Show where it listens
   ansible.builtin.debug:
-    msg: "master {{ master.endpoints.rpc }} ({{ master.unit }}, pid {{ master.pid }}), ready in {{ master.ready_seconds }} s"
+    msg: "master {{ master.endpoints.rpc }} ({{ master.unit }}), ready in {{ master.ready_seconds }} s"
 
 - name: Listen on the node's own address only (RPC and metrics), not on every interface
   ascend.kvpool.mooncake_master:

@@ -33,8 +33,8 @@ description:
     the unit's name and the tail of its journal (C(journalctl -u kvpool-vllm-<name> -n <log_lines>)).
   - With O(wait=false) the task returns as soon as the process is launched. A later task with O(wait=true) and the
     same parameters then waits for that start (its deadline counts from the unit's start), and reports its failure
-    with the journal tail instead of starting it again. This lets a play launch every instance of a host first and then wait for all of them, so the waits
-    overlap.
+    with the journal tail instead of starting it again. This lets a play launch every instance of a host first and
+    then wait for all of them, so the waits overlap.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 extends_documentation_fragment:
@@ -142,8 +142,8 @@ options:
       - Names of every instance of this host that is to stay (O(name) among them). Before anything else, every
         other instance unit of this collection (C(kvpool-vllm-*)), and every instance of the old layout under
         O(state_dir), that still runs is stopped as O(state=stopped) stops it, and named in RV(stopped_unlisted).
-        Units of other names that no longer run (a failed start) are removed without being reported. Use it to retire instances that
-        were removed from an inventory in the same call that launches the listed ones.
+        Units of other names that no longer run (a failed start) are removed without being reported. Use it to
+        retire instances that were removed from an inventory in the same call that launches the listed ones.
       - Unset stops nothing else.
     type: list
     elements: str
