@@ -416,7 +416,7 @@ class SystemdBackend(object):
         return sorted(n[:-len('.service')] for n in names if n.startswith(prefix) and n.endswith('.service'))
 
     # transient units (the pool probe's clients)
-    def run_transient(self, name, argv, max_seconds):
+    def run_transient(self, name, argv, max_seconds, mounts=()):
         self.run([self.systemctl, 'reset-failed', '%s.service' % name], check=False)
         self.run([self.module.get_bin_path('systemd-run', required=True), '--unit', name, '--collect', '--quiet',
                   '--property', 'RuntimeMaxSec=%d' % max(1, int(max_seconds)), '--property', 'KillMode=control-group',
@@ -551,14 +551,15 @@ class DockerBackend(object):
         return sorted(n for n in out.split() if n.startswith(prefix)) if rc == 0 else []
 
     # transient containers (the pool probe's clients)
-    def run_transient(self, name, argv, max_seconds):
+    def run_transient(self, name, argv, max_seconds, mounts=()):
+        """A client in a container of its own; ``mounts``: host directories it shares at the same path."""
         tpl = self.template()
         self.run([self.docker, 'rm', '-f', name], check=False)
         cmd = [self.docker, 'run', '-d', '--rm', '--name', name, '--network', 'host', '--init',
                '--label', 'ascend.kvpool.probe=1']
         if tpl.get('shm_size'):
             cmd += ['--shm-size', str(tpl['shm_size'])]
-        for bind in tpl.get('binds') or []:
+        for bind in list(tpl.get('binds') or []) + ['%s:%s' % (m, m) for m in mounts]:
             cmd += ['-v', bind]
         cmd += ['--entrypoint', 'timeout', tpl['image'], '-s', 'KILL', str(max(1, int(max_seconds)))] + list(argv)
         self.run(cmd)

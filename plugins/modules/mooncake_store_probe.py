@@ -385,7 +385,7 @@ def run_client(module, backend, unit, argv, result_path, who, what):
     remove_file(result_path)
     limit = p['timeout'] + 35 + (p['hold_seconds'] if p['mode'] == 'put' else 0)
     try:
-        backend.run_transient(unit, argv, limit)
+        backend.run_transient(unit, argv, limit, mounts=[p['state_dir']])
     except ServiceError as exc:
         module.fail_json(msg='%s: could not start the %s: %s' % (who, what, exc))
     started = time.monotonic()
