@@ -31,6 +31,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import hashlib
 import json
 import os
@@ -329,24 +330,31 @@ class Legacy(object):
 
 # --- backends --------------------------------------------------------------------------------------------------------
 
-class SystemdBackend(object):
+class _Backend(object):
+    """What both backends share: argv lists through run_command with LANG=C."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, argv, env=None, check=True):
+        environ = dict(C_LOCALE)
+        environ.update(env or {})
+        argv = [str(a) for a in argv]
+        rc, out, err = self.module.run_command(argv, environ_update=environ, expand_user_and_vars=False)
+        if check and rc != 0:
+            raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
+        return rc, out, err
+
+
+class SystemdBackend(_Backend):
     """Units under /etc/systemd/system, driven with systemctl; logs in the journal."""
 
     kind = 'systemd'
 
     def __init__(self, module):
-        self.module = module
+        super(SystemdBackend, self).__init__(module)
         self.systemctl = module.get_bin_path('systemctl')
         self.journalctl = module.get_bin_path('journalctl') or 'journalctl'
-
-    def run(self, argv, env=None, check=True):
-        environ = dict(C_LOCALE)
-        environ.update(env or {})
-        rc, out, err = self.module.run_command([str(a) for a in argv], environ_update=environ,
-                                               expand_user_and_vars=False)
-        if check and rc != 0:
-            raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
-        return rc, out, err
 
     def check(self):
         if not self.systemctl:
@@ -369,8 +377,8 @@ class SystemdBackend(object):
         return render_unit(spec), render_secret_env(spec.secret_env)
 
     def current(self, spec):
-        text = _read(self.unit_path(spec))
-        secret = _read(secret_file(spec))
+        text = read_text(self.unit_path(spec))
+        secret = read_text(secret_file(spec))
         rc, out, dummy = self.run([self.systemctl, 'show', '%s.service' % spec.unit, '--no-pager']
                                   + ['-p%s' % p for p in SHOW_PROPERTIES], check=False)
         status = status_from_show(parse_show(out if rc == 0 else ''))
@@ -384,7 +392,7 @@ class SystemdBackend(object):
         if secret is not None:
             _write(secret_file(spec), secret, 0o600, dir_mode=0o700)
         elif old_secret is not None:
-            _remove(secret_file(spec))
+            remove_file(secret_file(spec))
         if text != old_text:
             _write(self.unit_path(spec), text, 0o644)
             self.run([self.systemctl, 'daemon-reload'])
@@ -397,7 +405,7 @@ class SystemdBackend(object):
         self.run([self.systemctl, 'disable', '--now', '--quiet', unit], check=False)
         self.run([self.systemctl, 'stop', unit], check=False)
         if remove:
-            removed = _remove(self.unit_path(spec)) | _remove(secret_file(spec))
+            removed = remove_file(self.unit_path(spec)) | remove_file(secret_file(spec))
             if removed:
                 self.run([self.systemctl, 'daemon-reload'])
             self.run([self.systemctl, 'reset-failed', unit], check=False)
@@ -436,26 +444,17 @@ class SystemdBackend(object):
         return out
 
 
-class DockerBackend(object):
+class DockerBackend(_Backend):
     """One container per service from the image of the node's vllm-ascend container (the template)."""
 
     kind = 'docker'
     LABEL = 'ascend.kvpool.spec'
 
     def __init__(self, module, template):
-        self.module = module
+        super(DockerBackend, self).__init__(module)
         self.template_name = template
         self.docker = module.get_bin_path('docker') or 'docker'
         self._template = None
-
-    def run(self, argv, env=None, check=True):
-        environ = dict(C_LOCALE)
-        environ.update(env or {})
-        rc, out, err = self.module.run_command([str(a) for a in argv], environ_update=environ,
-                                               expand_user_and_vars=False)
-        if check and rc != 0:
-            raise ServiceError('%s failed (rc %s): %s' % (' '.join(str(a) for a in argv[:3]), rc, (err or out).strip()))
-        return rc, out, err
 
     def inspect(self, name):
         rc, out, dummy = self.run([self.docker, 'inspect', name], check=False)
@@ -576,13 +575,24 @@ class DockerBackend(object):
         return (out or '') + (err or '')
 
 
+def find_binary(module, name, dirs, container=None):
+    """The executable of a service: a path as given; a bare name on the host's PATH and ``dirs`` (globs allowed).
+    In a container the name is left to the image's PATH (the container's entrypoint resolves it)."""
+    if container or '/' in name:
+        return name
+    found = []
+    for d in dirs:
+        found.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])
+    return module.get_bin_path(name, opt_dirs=found)
+
+
 def backend_for(module, container=None):
     return DockerBackend(module, container) if container else SystemdBackend(module)
 
 
 # --- files (the module runs as root on the node) --------------------------------------------------------------------
 
-def _read(path):
+def read_text(path):
     try:
         with open(path, 'r') as fh:
             return fh.read()
@@ -604,7 +614,7 @@ def _write(path, text, mode, dir_mode=0o755):
     os.rename(tmp, path)
 
 
-def _remove(path):
+def remove_file(path):
     try:
         os.unlink(path)
         return True
@@ -626,30 +636,30 @@ class Engine(object):
         """(pid, matches, why, recorded) of a process of the old layout; pid None when none is recorded alive."""
         if record is None:
             return None, False, '', None
-        raw = _read(record.settings_file)
+        raw = read_text(record.settings_file)
         recorded = None
         if raw:
             try:
                 recorded = json.loads(raw)
             except ValueError:
                 recorded = None
-        pid = _int((recorded or {}).get('pid')) or _int((_read(record.pid_file) or '').strip().split('\n')[0])
-        if not pid and recorded is None and _read(record.pid_file) is None:
+        pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().split('\n')[0])
+        if not pid and recorded is None and read_text(record.pid_file) is None:
             return None, False, '', None
         if not pid:
             return None, False, 'stale files', recorded
-        stat = _read('/proc/%d/stat' % pid)
+        stat = read_text('/proc/%d/stat' % pid)
         if not stat or (stat_fields(stat) or ['Z'])[0] in ('Z', 'X', 'x'):
             return None, False, 'stale files', recorded
-        cmdline = parse_cmdline(_read_bytes('/proc/%d/cmdline' % pid))
-        ok, why = legacy_match(recorded or {}, stat, cmdline, parse_btime(_read('/proc/stat')),
+        cmdline = parse_cmdline(read_bytes('/proc/%d/cmdline' % pid))
+        ok, why = legacy_match(recorded or {}, stat, cmdline, parse_btime(read_text('/proc/stat')),
                                os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100)
         return pid, ok, why, recorded
 
     def convert_legacy(self, record, pid, stop_timeout, interval):
         """Stop the old process (its session's process group, as the old release did) and remove its files."""
         if pid:
-            fields = stat_fields(_read('/proc/%d/stat' % pid)) or []
+            fields = stat_fields(read_text('/proc/%d/stat' % pid)) or []
             group = pid if len(fields) > 2 and _int(fields[2]) == pid else None
             _signal(pid, group, signal.SIGTERM)
             _signal(pid, group, signal.SIGCONT)
@@ -658,7 +668,7 @@ class Engine(object):
                 _signal(pid, group, signal.SIGKILL)
                 wait_until([('exited', lambda: _gone(pid, group))], 5.0, interval)
         for path in [record.pid_file, record.settings_file] + record.other_files:
-            _remove(path)
+            remove_file(path)
 
     def stop_other(self, spec, legacy, interval, what='service'):
         """Stop (and remove) a service that is no longer wanted; True when there was something to stop.
@@ -831,7 +841,7 @@ class Engine(object):
                                      be.logs_hint(spec), log_lines, tail), **result)
 
 
-def _read_bytes(path):
+def read_bytes(path):
     try:
         with open(path, 'rb') as fh:
             return fh.read()
@@ -857,5 +867,5 @@ def _gone(pid, group):
             os.kill(pid, 0)
     except OSError:
         return True
-    fields = stat_fields(_read('/proc/%d/stat' % pid)) if not group else None
+    fields = stat_fields(read_text('/proc/%d/stat' % pid)) if not group else None
     return bool(fields) and fields[0] in ('Z', 'X', 'x')

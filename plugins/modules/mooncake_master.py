@@ -281,23 +281,13 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
     ServiceSpec,
     backend_for,
+    find_binary,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
 UNIT = 'kvpool-mooncake-master'
 # Files of the layout before the units (detached process + pid file): converted by the next run.
 LEGACY_PID, LEGACY_SETTINGS = 'mooncake_master.pid', 'settings.json'
-
-
-def find_binary(module, name, container):
-    """The executable: a path as given; a bare name on the host's PATH and BINARY_DIRS (in a container: its PATH)."""
-    if container or '/' in name:
-        return name
-    import glob
-    dirs = []
-    for d in BINARY_DIRS:
-        dirs.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])
-    return module.get_bin_path(name, opt_dirs=dirs)
 
 
 def explain(log):
@@ -371,7 +361,7 @@ def main():
 
     argv = []
     if p['state'] != 'stopped':
-        binary = find_binary(module, p['binary'], p['container'])
+        binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
             module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
                                  'ascend.kvpool.mooncake_install) or set binary to its path.'

@@ -190,7 +190,6 @@ logs:
   sample: journalctl -u kvpool-probe-kvpool-probe-1-8c2e0a1b
 """
 
-import glob
 import hashlib
 import json
 import os
@@ -200,7 +199,13 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import tcp_open, wait_until
-from ansible_collections.ascend.kvpool.plugins.module_utils._service import ServiceError, backend_for
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    ServiceError,
+    backend_for,
+    find_binary,
+    read_bytes,
+    remove_file,
+)
 
 MARK = 'KVPOOL_PROBE_RESULT '
 
@@ -309,23 +314,8 @@ def figures(res, size):
     }
 
 
-def read_file(path):
-    try:
-        with open(path, 'rb') as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return None
-
-
-def remove_file(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def load_config(module, path, who):
-    raw = read_file(path)
+    raw = read_bytes(path)
     if raw is None:
         module.fail_json(msg='%s: %s not found; write it first (role ascend.kvpool.mooncake_config)' % (who, path))
     try:
@@ -379,7 +369,7 @@ def run_client(module, backend, unit, argv, result_path, who, what):
     state = {'res': None}
 
     def reported():
-        state['res'] = parse_result(read_file(result_path))
+        state['res'] = parse_result(read_bytes(result_path))
         return state['res'] is not None
 
     remove_file(result_path)
@@ -484,8 +474,7 @@ def main():
     address = cfg['master_server_address']
     result['master_server_address'] = address
     seg, buf = client_sizes(module, cfg, who)
-    python = p['python'] if p['container'] or '/' in p['python'] else module.get_bin_path(
-        p['python'], opt_dirs=sorted(glob.glob('/usr/local/python3*/bin')) + sorted(glob.glob('/opt/*/bin')))
+    python = find_binary(module, p['python'], ['/usr/local/python3*/bin', '/opt/*/bin'], p['container'])
     if not python:
         module.fail_json(msg='%s: %s not found; set python to an interpreter that can import mooncake.store'
                              % (who, p['python']))

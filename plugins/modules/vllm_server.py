@@ -343,6 +343,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
     ServiceSpec,
     backend_for,
+    find_binary,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin']
@@ -371,15 +372,6 @@ def launch_argv(argv, path_prepend):
     for key in sorted(path_prepend):
         pairs.extend([key, ':'.join(path_prepend[key])])
     return ['/bin/sh', '-c', PREPEND_SCRIPT, 'kvpool-vllm'] + pairs + ['--'] + list(argv)
-
-
-def find_binary(module, name, container):
-    if container or '/' in name:
-        return name
-    dirs = []
-    for d in BINARY_DIRS:
-        dirs.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])
-    return module.get_bin_path(name, opt_dirs=dirs)
 
 
 def legacy_record(state_dir, name):
@@ -492,7 +484,7 @@ def main():
 
     argv = []
     if p['state'] != 'stopped':
-        binary = find_binary(module, p['binary'], p['container'])
+        binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
             module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use '
                                  'its image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
