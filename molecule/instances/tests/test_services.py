@@ -11,31 +11,12 @@ import json
 import subprocess
 import time
 
-import pytest
-
 import instances_lib as lib
+from conftest import site
 
 ENDPOINT = dict((n, 'http://%s:8002' % a) for n, a in lib.ADDRESS.items())
 MASTER_UNIT = 'kvpool-mooncake-master'
 MASTER_STATE = '/var/lib/ascend-kvpool/mooncake_master'
-
-
-def site(*args, **kw):
-    return lib.playbook('site.yml', *args, **kw)
-
-
-@pytest.fixture(scope='module')
-def deployed():
-    run = site()
-    assert run.rc == 0, run.stdout[-6000:]
-    return run
-
-
-@pytest.fixture
-def heal():
-    yield
-    run = site()
-    assert run.rc == 0, run.stdout[-6000:]
 
 
 def unit_argv(node, unit):

@@ -12,31 +12,13 @@ import time
 import pytest
 
 import instances_lib as lib
+from conftest import site
 
 ENDPOINT = dict((n, 'http://%s:8002' % a) for n, a in lib.ADDRESS.items())
 FAIL_PORT = 8099
 TWO = [{'devices': [0, 1, 2, 3], 'port': 8002}, {'devices': [4, 5, 6, 7], 'port': 8003}]
 FIND_OURS = ('ls -d /etc/ascend-kvpool /var/lib/ascend-kvpool 2>/dev/null; '
              'ps -eo args | grep -E "vllm serve|mooncake_master" | grep -v grep')
-
-
-def site(*args, **kw):
-    return lib.playbook('site.yml', *args, **kw)
-
-
-@pytest.fixture(scope='module')
-def deployed():
-    run = site()
-    assert run.rc == 0, run.stdout[-6000:]
-    return run
-
-
-@pytest.fixture
-def heal():
-    """Bring the cluster back to the default deployment after a test that changed it."""
-    yield
-    run = site()
-    assert run.rc == 0, run.stdout[-6000:]
 
 
 def test_both_nodes_serve_the_model_behind_the_health_gate(deployed):
