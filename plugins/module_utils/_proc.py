@@ -23,6 +23,7 @@ import time
 from urllib.error import HTTPError
 from urllib.request import ProxyHandler, Request, build_opener
 
+
 def parse_status(status_text):
     """(state letter, live threads) of a /proc/<pid>/status text; (None, 0) when unreadable.
 

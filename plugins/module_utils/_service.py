@@ -251,8 +251,8 @@ def _env_names(text):
 
 def fingerprint(text, secret_text):
     """sha256 of the definition; the secrets enter only as their presence (the digest cannot test guesses)."""
-    return hashlib.sha256((text + ('\n# secrets: %s' % ','.join(sorted(_env_names(secret_text)))
-                                    if secret_text else '')).encode('utf-8')).hexdigest()
+    names = ('\n# secrets: %s' % ','.join(sorted(_env_names(secret_text)))) if secret_text else ''
+    return hashlib.sha256((text + names).encode('utf-8')).hexdigest()
 
 
 def container_spec_text(spec, template):
@@ -822,8 +822,8 @@ class Engine(object):
                 why = 'exited after its start (%s)' % status['detail']
             stop = False
         else:
-            why = 'was not healthy %.0f s after its start (waiting for: %s)' % (ready_timeout,
-                                                                               ', '.join(res['pending']))
+            why = 'was not healthy %.0f s after its start (waiting for: %s)' % (
+                ready_timeout, ', '.join(res['pending']))
         logs = be.logs(spec, log_lines)
         if stop:
             try:

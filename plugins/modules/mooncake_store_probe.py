@@ -22,9 +22,8 @@ description:
     read it. The module therefore starts a small holder as a transient systemd unit (C(systemd-run), named
     C(kvpool-probe-<key>); in O(container) mode a transient container of that name) that sets the client up,
     puts the object, reports, and then stays alive until O(mode=remove) stops that unit or O(hold_seconds) pass.
-    Nothing but that unit is ever stopped: no pid file is read or signalled. The reader nodes then pull the bytes
-    across the network from the writer's DRAM, the
-    same path as a cross-node KV cache hit.
+    Nothing but that unit is ever stopped, and no pid file is read or signalled. The reader nodes then pull the
+    bytes across the network from the writer's DRAM, the same path as a cross-node KV cache hit.
   - O(mode=get) reads O(key) in a short-lived client (which contributes no segment of its own by default), compares
     the sha256 with O(expected_sha256) and fails naming the node when the object cannot be read or differs. The
     module returns as soon as the client has reported; the client then closes its connection to the pool (about
@@ -503,8 +502,8 @@ def main():
         tail = client_log(backend, holder)
         backend.stop_transient(holder)
         result['changed'] = False  # the writer was stopped again: nothing is left behind
-        why = res.get('error') if res else ('no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out
-                                                                         else ''))
+        why = res.get('error') if res else (
+            'no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out else ''))
         module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s. Last lines of %s:\n%s'
                              % (who, p['local_hostname'], p['key'], address, why, holder, tail), **result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))

@@ -188,8 +188,8 @@ def test_a_crash_loop_stops_after_the_restart_limit_and_names_the_container(depl
     assert 'Last lines of `docker logs %s' % INSTANCE_C in status['error']
     assert 'Unsupported connector type: NoSuchConnector' in status['error']
     svc = inspect(INSTANCE_C)
-    print('drill c (container): %s, %d restart(s), exit code %s' % (svc['State']['Status'], svc['RestartCount'],
-                                                                   svc['State']['ExitCode']))
+    print('drill c (container): %s, %d restart(s), exit code %s'
+          % (svc['State']['Status'], svc['RestartCount'], svc['State']['ExitCode']))
     assert svc['State']['Status'] == 'exited' and svc['RestartCount'] == 5
     healed = run(ctest)
     assert healed.rc == 0 and lib.models(ENDPOINT) == ['qwen'], healed.stdout[-4000:]
