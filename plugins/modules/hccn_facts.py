@@ -16,9 +16,9 @@ version_added: 0.1.0
 description:
   - Runs every read-only C(hccn_tool) query of the vLLM-Ascend multi-node guide (C(-lldp), C(-link),
     C(-net_health), C(-netdetect), C(-gateway), C(-ip), C(-tls), all with C(-g)) for a list of NPUs, and the
-    physical-layer queries of the vllm-ascend KV pool guide and MindCluster's collectors: C(-optical -g) (the
-    RoCE optical module: present, temperature, TX/RX power against the module's own thresholds, LOS/LOL alarms)
-    and C(-link_stat -g) (link flaps since boot).
+    physical-layer queries of the vllm-ascend KV pool guide and MindCluster's collectors, C(-optical -g) (the
+    RoCE optical module, its presence, temperature, TX/RX power against the module's own thresholds, LOS/LOL
+    alarms) and C(-link_stat -g) (link flaps since boot).
   - Also reads C(npu-smi info -t topo) and checks that every pair of NPUs of each of O(topology_groups) is
     connected as the node's model should be (Atlas 800T A2 / 910B, HCCS between every pair of the 8 NPUs).
   - All (device, query) pairs and the C(npu-smi) reads run concurrently in one fan-out, so a node of 8 NPUs
@@ -171,7 +171,8 @@ topology:
       type: list
       elements: list
     links:
-      description: Per NPU id (string), per other NPU id, the link word (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ...).
+      description:
+        - Per NPU id (string), per other NPU id, the link word (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ...).
       type: dict
   sample:
     family: a2

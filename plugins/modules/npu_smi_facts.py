@@ -16,7 +16,7 @@ version_added: 0.1.0
 description:
   - Runs C(npu-smi info), C(npu-smi info -l) and C(npu-smi info -t topo) concurrently and parses their text.
   - The topology matrix (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ... per NPU pair) comes with the product
-    family read from the chip name and the topology that family should have (Atlas 800T A2: HCCS between every
+    family read from the chip name and the topology that family should have (Atlas 800T A2, HCCS between every
     pair of its 8 NPUs); M(ascend.kvpool.hccn_facts) judges the pairs an instance uses against it.
   - Reports the driver as not loaded (instead of failing) when C(npu-smi) prints
     C(dcmi module initialize failed), so that a verification play can name it in its summary.
