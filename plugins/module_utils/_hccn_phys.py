@@ -182,13 +182,23 @@ def optical_problems(value):
         name = direction + "power"
         if name not in limits:
             continue
+        grouped = []  # lanes with the same reading on the same side are named together
         for lane in sorted(value["power"][direction]):
             reading = value["power"][direction][lane]
             side = _outside(reading, limits[name], dbm=True)
-            if side:
-                word = "above the module's high" if side == "high" else "below the module's low"
-                problems.append({"kind": "power", "message": "%s lane %d %s %s threshold %s" % (
-                    _QUANTITY[name], lane, _fmt(*reading), word, _fmt(*limits[name][side]))})
+            if not side:
+                continue
+            for entry in grouped:
+                if entry[0] == (side, reading):
+                    entry[1].append(lane)
+                    break
+            else:
+                grouped.append(((side, reading), [lane]))
+        for (side, reading), lanes in grouped:
+            word = "above the module's high" if side == "high" else "below the module's low"
+            where = "lane %d" % lanes[0] if len(lanes) == 1 else "lanes %s" % ", ".join(str(n) for n in lanes)
+            problems.append({"kind": "power", "message": "%s %s %s %s threshold %s" % (
+                _QUANTITY[name], where, _fmt(*reading), word, _fmt(*limits[name][side]))})
     alarms = ["%s %s flag 0x%x (%s)" % (name[:2].upper(), name[3:].upper(), bits, _FLAG_WORDS[name[3:]])
               for name, bits in sorted(value["flags"].items()) if bits]
     if alarms:

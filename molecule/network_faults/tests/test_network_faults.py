@@ -99,7 +99,7 @@ PHYSICAL_FAULTS = [
 ]
 PHYSICAL_MESSAGES = {
     ('node1', 0, 'optical'): 'optical module not present',
-    ('node1', 2, 'optical'): "RX power lane 0 0.0054 mW below the module's low threshold 0.1445 mW",
+    ('node1', 2, 'optical'): "RX power lanes 0, 1, 2, 3 0.0054 mW below the module's low threshold 0.1445 mW",
     ('node2', 4, 'optical'): "temperature 75 C above the module's high threshold 70 C",
     ('node2', 6, 'link_stat'): 'link went down 5 time(s) since boot',
     ('node1', 3, 'topology'): 'NPU 3 <-> NPU 6: SYS, expected HCCS',
