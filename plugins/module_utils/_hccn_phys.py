@@ -288,9 +288,9 @@ def _raw_key_for(value, kind):
     if kind == "power":
         limits = value["thresholds"]
         for direction in ("rx", "tx"):
+            name = direction + "power"
             for lane in sorted(value["power"][direction]):
-                if direction + "power" in limits and _outside(value["power"][direction][lane],
-                                                             limits[direction + "power"], dbm=True):
+                if name in limits and _outside(value["power"][direction][lane], limits[name], dbm=True):
                     for key in lines:
                         match = _LANE_RE.match(key)
                         if match and match.group(1) == direction and int(match.group(2)) == lane:
