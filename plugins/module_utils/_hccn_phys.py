@@ -206,8 +206,7 @@ def optical_problems(value):
     return problems
 
 
-def _verdict(check, ok, state, value, message, raw):
-    return {"check": check, "ok": bool(ok), "state": state, "value": value, "message": message, "raw": raw}
+_verdict = _hccn._verdict
 
 
 def _tool_error(check, rc, out, err, value):
