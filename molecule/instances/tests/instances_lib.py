@@ -170,7 +170,7 @@ def instance_pids(node):
                               '$(systemctl show -p MainPID --value "$n")"; done')
     pids = {}
     for line in out.splitlines():
-        name, _, pid = line.partition(' ')
+        name, pid = (line.split(' ', 1) + [''])[:2]
         if pid.strip().isdigit() and int(pid) > 0:
             pids[name] = int(pid)
     return pids
@@ -193,7 +193,7 @@ def unit_record(node, name):
     env = {}
     for line in lines:
         if line.startswith('Environment='):
-            key, _, value = shlex.split(line[len('Environment='):])[0].replace('%%', '%').partition('=')
+            key, value = shlex.split(line[len('Environment='):])[0].replace('%%', '%').split('=', 1)
             env[key] = value
     return {'argv': argv, 'env': env, 'pid': instance_pids(node).get(name), 'unit_text': text}
 
