@@ -287,7 +287,8 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
 UNIT = 'kvpool-mooncake-master'
 # Files of the layout before the units (detached process + pid file): converted by the next run.
-LEGACY_PID, LEGACY_SETTINGS = 'mooncake_master.pid', 'settings.json'
+LEGACY_PID = 'mooncake_master.pid'
+LEGACY_SETTINGS = 'settings.json'
 
 
 def explain(log):

@@ -350,7 +350,8 @@ BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin']
 UNIT_PREFIX = 'kvpool-vllm-'
 MASTER_UNIT = 'kvpool-mooncake-master'
 # Files of the layout before the units (detached process + pid file): converted by the next run.
-LEGACY_PID, LEGACY_SETTINGS = 'vllm.pid', 'settings.json'
+LEGACY_PID = 'vllm.pid'
+LEGACY_SETTINGS = 'settings.json'
 
 # sh program that prepends to inherited variables, then execs the argv: pairs NAME VALUE, then --, then argv.
 PREPEND_SCRIPT = (
