@@ -193,3 +193,115 @@ def test_secrets_in_a_diff_are_names_only():
     assert _service.masked_secrets(new, new) == '# EnvironmentFile VLLM_API_KEY=<secret>\n'
     assert 'key' not in _service.fingerprint('unit', new).lower()
     assert _service.fingerprint('unit', new) == _service.fingerprint('unit', old)
+
+
+# --- the engine's flow, against an in-memory service manager ------------------------------------------------------
+
+class FakeManager(object):
+    """A service manager in memory: what the engine wrote, whether the service runs, what its journal says."""
+
+    kind = 'fake'
+
+    def __init__(self, crash=False):
+        self.text, self.secret, self.running, self.restarts, self.crash = None, None, False, 0, crash
+        self.calls = []
+
+    def check(self):
+        pass
+
+    def where(self, spec):
+        return 'systemd unit %s.service' % spec.unit
+
+    def unit_id(self, spec):
+        return '%s.service' % spec.unit
+
+    def logs_hint(self, spec):
+        return 'journalctl -u %s' % spec.unit
+
+    def render(self, spec):
+        return _service.render_unit(spec), _service.render_secret_env(spec.secret_env)
+
+    def status(self, spec):
+        if self.text is None:
+            return _service.status_from_show(_service.parse_show(SHOW_MISSING))
+        if self.running:
+            return _service.status_from_show(_service.parse_show(SHOW_RUNNING))
+        return _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
+
+    def current(self, spec):
+        return self.text, self.secret, self.status(spec)
+
+    def apply(self, spec, text, secret, old_text, old_secret, restart):
+        self.calls.append('restart' if restart else 'start')
+        self.text, self.secret, self.running = text, secret, not self.crash
+
+    def stop(self, spec, remove=True):
+        self.calls.append('stop')
+        self.running = False
+        if remove:
+            self.text = self.secret = None
+
+    def logs(self, spec, lines):
+        return 'INFO starting\nValueError: Unsupported connector type: NoSuchConnector\n'
+
+
+def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+    args = {'_ansible_check_mode': check}
+    with patch_module_args(args):
+        module = basic.AnsibleModule(argument_spec={}, supports_check_mode=True)
+    out = {}
+
+    def leave(**kw):
+        out.update(kw)
+        raise SystemExit(0)
+    module.exit_json = leave
+    module.fail_json = lambda **kw: leave(failed=True, **kw)
+    engine = _service.Engine(module, manager)
+    with pytest.raises(SystemExit):
+        engine.ensure(spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
+                      ready_timeout=0.3, poll_interval=0.05, explain=lambda log: log.splitlines()[-1],
+                      what='vllm instance a')
+    return out
+
+
+def test_engine_new_same_changed_and_check_mode():
+    mgr = FakeManager()
+    checked = ensure(mgr, check=True)
+    assert checked['changed'] and checked['action'] == 'started' and mgr.calls == [] and mgr.text is None
+    first = ensure(mgr)
+    assert first['changed'] and first['action'] == 'started' and first['health'] == 'healthy'
+    assert first['diff']['before'] == '' and 'ExecStart=' in first['diff']['after']
+    again = ensure(mgr)
+    assert not again['changed'] and again['action'] == 'none' and mgr.calls == ['start']
+    changed = ensure(mgr, env={'PYTHONHASHSEED': '1'})
+    assert changed['action'] == 'restarted' and changed['reason'] == 'settings changed' and mgr.calls[-1] == 'restart'
+    assert '-Environment="PYTHONHASHSEED=0"' not in changed['diff']['after']
+    assert 'Environment="PYTHONHASHSEED=1"' in changed['diff']['after']
+
+
+def test_engine_a_crash_loop_names_the_unit_and_shows_the_journal():
+    res = ensure(FakeManager(crash=True), healthy=False)
+    assert res['failed'] and 'systemd unit kvpool-vllm-a.service' in res['msg']
+    assert 'restarted 5 time(s) and then left failed/failed (restart limit: 5 starts in 60 s)' in res['msg']
+    assert '(error: ValueError: Unsupported connector type: NoSuchConnector)' in res['msg']
+    assert 'Last lines of `journalctl -u kvpool-vllm-a -n 40`' in res['msg'] and res['state'] == 'stopped'
+
+
+def test_engine_stop_removes_the_unit_and_secret_and_says_so():
+    mgr = FakeManager()
+    ensure(mgr, secret_env={'VLLM_API_KEY': 'sk-1'})
+    assert mgr.secret == 'VLLM_API_KEY=sk-1\n'
+    new_key = ensure(mgr, secret_env={'VLLM_API_KEY': 'sk-2'})
+    assert new_key['action'] == 'restarted' and 'sk-' not in str(new_key)
+    assert '# EnvironmentFile VLLM_API_KEY=<secret, changed>' in new_key['diff']['after']
+    stopped = ensure(mgr, state='stopped', secret_env={'VLLM_API_KEY': 'sk-2'})
+    assert stopped['changed'] and stopped['action'] == 'stopped' and mgr.text is None and mgr.secret is None
+    assert ensure(mgr, state='stopped')['changed'] is False
+
+
+def test_engine_unhealthy_start_is_stopped_and_reported():
+    mgr = FakeManager()
+    res = ensure(mgr, healthy=False)
+    assert res['failed'] and 'was not healthy 0 s after its start' in res['msg'] and mgr.calls == ['start', 'stop']
