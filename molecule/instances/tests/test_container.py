@@ -138,24 +138,6 @@ def test_check_mode_is_clean(deployed, ctest):
     assert checked.status('localhost', 'vllm-18002')['health'] == 'healthy'
 
 
-def test_changing_the_image_recreates_the_container_and_the_daemons_come_back(deployed, ctest):
-    build = subprocess.run(['docker', 'build', '-q', '-t', IMAGE_B, '-'], input='FROM kvpool-mock-node:latest\n'
-                           'LABEL kvpool.ctest="image b"\n', universal_newlines=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, check=False)
-    assert build.returncode == 0, build.stdout
-    before = inspect()['Id']
-    checked = run(ctest, check=True, vllm_ascend_container_image=IMAGE_B)
-    assert checked.rc == 0 and checked.changed()['localhost'] >= 1 and inspect()['Id'] == before
-    res = run(ctest, vllm_ascend_container_image=IMAGE_B)
-    assert res.rc == 0, res.stdout[-6000:]
-    info = inspect()
-    assert info['Id'] != before and info['Config']['Image'] == IMAGE_B
-    assert lib.models(ENDPOINT) == ['qwen']
-    assert res.status('localhost', 'vllm-18002')['action'] == 'restarted'
-    assert inspect(INSTANCE_C)['Config']['Image'] == IMAGE_B
-    assert run(ctest, vllm_ascend_container_image=IMAGE_B).changed() == {'localhost': 0}
-
-
 def test_killed_services_come_back_by_themselves_and_a_rerun_changes_nothing(deployed, ctest):
     """Drill (a) in container mode: kill -9 of the master's and the instance's main process (from this machine);
     docker's restart policy brings each back, healthy within 15 s, and the next site.yml changes nothing."""
@@ -193,6 +175,24 @@ def test_a_crash_loop_stops_after_the_restart_limit_and_names_the_container(depl
     assert svc['State']['Status'] == 'exited' and svc['RestartCount'] == 5
     healed = run(ctest)
     assert healed.rc == 0 and lib.models(ENDPOINT) == ['qwen'], healed.stdout[-4000:]
+
+
+def test_changing_the_image_recreates_the_container_and_the_daemons_come_back(deployed, ctest):
+    build = subprocess.run(['docker', 'build', '-q', '-t', IMAGE_B, '-'], input='FROM kvpool-mock-node:latest\n'
+                           'LABEL kvpool.ctest="image b"\n', universal_newlines=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, check=False)
+    assert build.returncode == 0, build.stdout
+    before = inspect()['Id']
+    checked = run(ctest, check=True, vllm_ascend_container_image=IMAGE_B)
+    assert checked.rc == 0 and checked.changed()['localhost'] >= 1 and inspect()['Id'] == before
+    res = run(ctest, vllm_ascend_container_image=IMAGE_B)
+    assert res.rc == 0, res.stdout[-6000:]
+    info = inspect()
+    assert info['Id'] != before and info['Config']['Image'] == IMAGE_B
+    assert lib.models(ENDPOINT) == ['qwen']
+    assert res.status('localhost', 'vllm-18002')['action'] == 'restarted'
+    assert inspect(INSTANCE_C)['Config']['Image'] == IMAGE_B
+    assert run(ctest, vllm_ascend_container_image=IMAGE_B).changed() == {'localhost': 0}
 
 
 def test_missing_mount_source_fails_before_anything_changes(deployed, ctest):
