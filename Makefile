@@ -75,6 +75,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
+	$(PY) tools/role_docs.py --check
 
 sanity: .venv-sanity/.stamp
 	bash scripts/sanity.sh
