@@ -11,6 +11,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 NODES ?= 2
+# The scenarios stay in molecule/ (not extensions/molecule/: docs/DEVELOPING.md, "Molecule layout").
+export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule \
 	install-test ee-check smoke-oldest role-docs test bench clean

@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """tools/check_argument_specs.py: in sync on this repository, and failing on what it must catch."""
 
 import importlib.util
