@@ -100,12 +100,12 @@ def render(role, specs):
     return '\n'.join(out).rstrip('\n') + '\n'
 
 
-def main():
+def main(argv=None, root=ROOT):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--check', action='store_true', help='fail naming stale READMEs instead of writing them')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     stale = []
-    roles = sorted(p for p in (ROOT / 'roles').iterdir() if (p / 'meta' / 'argument_specs.yml').is_file())
+    roles = sorted(p for p in (root / 'roles').iterdir() if (p / 'meta' / 'argument_specs.yml').is_file())
     for role_dir in roles:
         specs = yaml.safe_load((role_dir / 'meta' / 'argument_specs.yml').read_text())['argument_specs']
         wanted = render(role_dir.name, specs)
@@ -114,10 +114,10 @@ def main():
         if current == wanted:
             continue
         if args.check:
-            stale.append(str(readme.relative_to(ROOT)))
+            stale.append(str(readme.relative_to(root)))
         else:
             readme.write_text(wanted)
-            print('role_docs: wrote %s' % readme.relative_to(ROOT))
+            print('role_docs: wrote %s' % readme.relative_to(root))
     if stale:
         for path in stale:
             print('role_docs: %s is stale or missing: run `make role-docs` (python tools/role_docs.py)' % path)
