@@ -7,7 +7,7 @@
 Nothing here touches a host. Used by the ``vllm_server`` module (argv, environment, fingerprint, health
 answers) and by the ``vllm_instance_plan`` filter (the per-host plan of the ``vllm_instance`` role).
 
-What each vllm-ascend release reads (``shared/reference/vllm-ascend-kvpool.md``, checked against the
+What each vllm-ascend release reads (``docs/vllm-ascend-kvpool-facts.md``, checked against the
 vllm-ascend sources):
 
 =====================================  ==================  ===============================================
