@@ -11,13 +11,15 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import (node_result, npu_network_report,
+                                                                              ping_coverage)
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
 class ActionModule(ControllerReportAction):
     ARGUMENT_SPEC = dict(
-        result_var=dict(type='str', default='npu_network_node_result'),
+        result_var=dict(type='str'),
+        ping_var=dict(type='str', default='npu_network_ping'),
         hosts=dict(type='list', elements='str'),
         all_hosts=dict(type='list', elements='str'),
         label=dict(type='str', default=''),
@@ -34,11 +36,16 @@ class ActionModule(ControllerReportAction):
         all_hosts = args['all_hosts']
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
-        node_results = host_values(task_vars['hostvars'], args['result_var'], hosts)
+        facts = host_values(task_vars['hostvars'], args['facts_var'], hosts)
+        if args['result_var']:
+            node_results = host_values(task_vars['hostvars'], args['result_var'], hosts)
+        else:
+            pings = host_values(task_vars['hostvars'], args['ping_var'], hosts)
+            node_results = dict((host, node_result(facts.get(host), pings.get(host))) for host in hosts)
         coverage = None
         if args['ping_strategy']:
             ips = dict((host, (values.get('ips') if isinstance(values, dict) else None) or {})
-                       for host, values in host_values(task_vars['hostvars'], args['facts_var'], hosts).items())
+                       for host, values in facts.items())
             try:
                 coverage = ping_coverage(ips, args['ping_strategy'], args['ping_sample_k'], args['ping_seed'],
                                          args['ping_round'])

@@ -33,6 +33,17 @@ def ping_round(value=None):
         raise AnsibleFilterError('npu_network_ping_round must be an integer or empty, got %r' % (value,)) from e
 
 
+def npu_network_input_errors(hosts, hostvars, devices, checks):
+    """Input check of every host of ``hosts`` at once: each host's own npu_network_devices / npu_network_checks
+    (inventory, extra vars), else the play's ``devices`` / ``checks``. See plugin_utils.npu_network.input_errors."""
+    values = {}
+    for host in hosts or []:
+        own = hostvars.get(host) or {}
+        values[host] = (own['npu_network_devices'] if 'npu_network_devices' in own else devices,
+                        own['npu_network_checks'] if 'npu_network_checks' in own else checks)
+    return npu_network.input_errors(values)
+
+
 class FilterModule(object):
     """ascend.kvpool network filters."""
 
@@ -40,5 +51,6 @@ class FilterModule(object):
         return {
             'hccn_ping_targets': hccn_ping_targets,
             'npu_network_ping_round': ping_round,
+            'npu_network_input_errors': npu_network_input_errors,
             'npu_network_report': npu_network.npu_network_report,
         }

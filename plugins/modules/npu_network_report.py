@@ -26,9 +26,16 @@ extends_documentation_fragment:
   - ascend.kvpool.controller_report
 options:
   result_var:
-    description: Name of the host variable that holds each node's results.
+    description:
+      - Name of a host variable that holds each node's results already merged (C(npus), C(errors), C(findings),
+        C(tls), C(ping)).
+      - Default (unset) builds them from each host's registered O(facts_var) and O(ping_var) results, so the role
+        needs no task per host for it.
     type: str
-    default: npu_network_node_result
+  ping_var:
+    description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_ping) result.
+    type: str
+    default: npu_network_ping
   hosts:
     description: Hosts whose results are merged; default the hosts of the play that are still running.
     type: list
@@ -54,7 +61,8 @@ options:
     type: int
     default: 0
   facts_var:
-    description: Name of the host variable that holds each node's M(ascend.kvpool.hccn_facts) result.
+    description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_facts) result
+      (its findings, and the C(ips) the ping plan is derived from).
     type: str
     default: npu_network_hccn
 seealso:

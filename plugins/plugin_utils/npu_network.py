@@ -217,6 +217,43 @@ def coverage_line(cov):
     return line
 
 
+def node_result(hccn=None, ping=None):
+    """One node's part of the report from its registered hccn_facts and hccn_ping results (either may be absent,
+    failed or skipped): NPUs checked, errors (a module that failed as a whole), failed checks, TLS, pings."""
+    hccn = hccn if isinstance(hccn, dict) else {}
+    ping = ping if isinstance(ping, dict) else {}
+    errors = []
+    if hccn.get('failed'):
+        errors.append({'check': 'tool', 'message': hccn.get('msg') or 'hccn_facts failed'})
+    if ping.get('failed'):
+        errors.append({'check': 'ping', 'message': ping.get('msg') or 'hccn_ping failed'})
+    return {
+        'npus': len(hccn.get('device_ids') or []),
+        'errors': errors,
+        'findings': hccn.get('failed_checks') or [],
+        'tls': hccn.get('tls') or {},
+        'ping': ({'count': len(ping.get('results') or []), 'failed_pairs': ping['failed_pairs']}
+                 if ping.get('failed_pairs') is not None else {}),
+    }
+
+
+def input_errors(values_by_host):
+    """The role's input checks, once for the whole play: ``values_by_host`` maps host -> (npu_network_devices,
+    npu_network_checks). Returns one message per host with a bad value, naming the host, the variable and the fix."""
+    out = []
+    for host in sorted(values_by_host, key=_node_key):
+        devices, checks = values_by_host[host]
+        bad_devices = not isinstance(devices, list) or any(
+            isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 15 for d in devices)
+        if bad_devices:
+            out.append('%s: npu_network_devices must be NPU physical ids 0-15 (got %r); fix the variable in your '
+                       'inventory, or leave it as [] to discover the NPUs' % (host, devices))
+        if not isinstance(checks, list) or not checks:
+            out.append('%s: npu_network_checks must not be empty (got %r); fix the variable in your inventory'
+                       % (host, checks))
+    return out
+
+
 def _finding(node, npu, check, message, raw=None):
     return {'node': node, 'npu': npu, 'check': check, 'message': message, 'raw': raw}
 

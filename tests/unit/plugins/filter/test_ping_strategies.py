@@ -186,3 +186,24 @@ def test_sampled_rounds_cover_same_index_over_a_cycle(ips, k, seed, start):
     for r in range(start, start + max(1, cov.get('full_cycle') or 0)):
         seen.update(pairs_of(nn.ping_plan(ips, 'sampled', k, seed, r), ips))
     assert set(pairs_of(nn.ping_plan(ips, 'same_index'), ips)) <= seen
+
+
+def test_node_result_from_the_registered_results():
+    hccn = {'device_ids': [0, 1], 'failed_checks': [{'npu': 1, 'check': 'link'}], 'tls': {'0': {'switch': 0}}}
+    ping = {'results': [{}, {}, {}], 'failed_pairs': [{'device': 0}]}
+    assert nn.node_result(hccn, ping) == {'npus': 2, 'errors': [], 'findings': [{'npu': 1, 'check': 'link'}],
+                                          'tls': {'0': {'switch': 0}},
+                                          'ping': {'count': 3, 'failed_pairs': [{'device': 0}]}}
+    failed = nn.node_result({'failed': True, 'msg': 'hccn_tool not found'}, {'skipped': True})
+    assert failed['errors'] == [{'check': 'tool', 'message': 'hccn_tool not found'}] and failed['ping'] == {}
+    assert nn.node_result(None, {'failed': True})['errors'] == [{'check': 'ping', 'message': 'hccn_ping failed'}]
+
+
+def test_input_errors_name_host_variable_and_fix():
+    from ansible_collections.ascend.kvpool.plugins.filter.npu_network import npu_network_input_errors
+    hostvars = {'node1': {}, 'node2': {'npu_network_devices': [0, 99]}, 'node10': {'npu_network_checks': []}}
+    errors = npu_network_input_errors(['node1', 'node2', 'node10'], hostvars, [], ['link'])
+    assert len(errors) == 2
+    assert errors[0].startswith('node2: npu_network_devices must be NPU physical ids 0-15 (got [0, 99])')
+    assert errors[1].startswith('node10: npu_network_checks must not be empty')
+    assert npu_network_input_errors(['node1'], hostvars, [True], ['link'])[0].startswith('node1: npu_network_devices')
