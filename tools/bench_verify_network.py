@@ -241,17 +241,19 @@ def cmd_table(args):
     strategies = [s for s in npu_network.STRATEGIES if any(k[0] == s for k in rows)]
     any_row = next(iter(rows.values()))
     print('verify_network.yml on the SIMULATED mock cluster: stub latency %d ms per hccn_tool call, 8 NPUs per node, '
-          'median of %d runs, forks %s; MEASURED on a %d-core machine that all mock nodes and the controller share'
+          'median of %d runs, forks %s; MEASURED on a %d-core machine that all mock nodes and the controller share '
+          '(load: 1-minute load average before the runs)'
           % (any_row['latency_ms'], any_row['runs'], any_row['forks'], any_row['cores']))
-    print('%-10s %5s %8s %14s %14s %14s %10s' % ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node',
-                                                 'main CPU-s/node', 'node CPU-s/node', 'pings/node'))
+    print('%-10s %5s %8s %15s %15s %15s %10s %5s' % ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node',
+                                                      'main CPU-s/node', 'node CPU-s/node', 'pings/node', 'load'))
     fits = {}
     for strategy in strategies:
         sizes = sorted(n for s, n in rows if s == strategy)
         for n in sizes:
             r = rows[(strategy, n)]
-            print('%-10s %5d %8.2f %14.3f %14.3f %14.3f %10d' % (strategy, n, r['wall'], r['controller'] / n,
-                                                                 r['main'] / n, r['node'] / n, r['pings'] // n))
+            print('%-10s %5d %8.2f %15.3f %15.3f %15.3f %10d %5.1f'
+                  % (strategy, n, r['wall'], r['controller'] / n, r['main'] / n, r['node'] / n, r['pings'] // n,
+                     r.get('load', 0.0)))
         if len(sizes) < 2:
             continue
         pick = [rows[(strategy, n)] for n in sizes]
@@ -261,6 +263,8 @@ def cmd_table(args):
             'node': fit(sizes, [r['node'] / r['nodes'] for r in pick]),
             'pings': fit(sizes, [r['pings'] / float(r['nodes']) for r in pick]),
             'latency_ms': pick[0]['latency_ms'],
+            'sizes': sizes,
+            'node_mean': statistics.mean(r['node'] / r['nodes'] for r in pick),
         }
     print()
     print('fit cost = a + b*N (least squares over the sizes above)')
@@ -270,38 +274,49 @@ def cmd_table(args):
             a, b, r2 = f[key]
             print('  %-10s %s: a = %7.3f, b = %7.4f per node (r^2 %.3f)' % (strategy, label, a, b, r2))
     c = args.controller_cores
+    cfg_forks = int(any_row['forks'] or 5)
     print()
     print('PROJECTION (not measured) to %s nodes with a controller of C = %d cores, from the fits above. Assumptions:'
           % (', '.join(str(n) for n in args.project), c))
-    print('  - every node has its own cores: a node spends its fitted node CPU alone, then the stub latency of its')
-    print('    two module stages (queries: one round; pings: ceil(pings per node / %d workers) rounds);' % MAX_WORKERS)
+    print('  - every node has its own cores: one module stage of a node takes its share of the fitted node CPU, then')
+    print('    the stub latency (queries: one round; pings: ceil(pings per node / %d workers) rounds);' % MAX_WORKERS)
+    print('  - with F forks a task reaches the nodes in ceil(N / F) waves, each taking a node\'s stage time;')
     print('  - the controller spends its fitted CPU; the main process is serial, the rest (forks, ssh) spreads over')
-    print('    min(C, forks) cores; wall = main + rest / min(C, forks) + node time (no overlap assumed: conservative);')
+    print('    min(C, F) cores; wall = main + rest / min(C, F) + waves x node time (no overlap assumed: conservative);')
+    print('  - a fitted node slope <= 0 (noise: the work per node is the same) is taken as flat: the measured mean;')
     print('  - SSH latency to the nodes and the network between them are not modelled (loopback here);')
     print('  - node CPU includes the mock stubs (about 3 ms per call, a Python server; the real hccn_tool is C).')
-    print('%-10s %5s %14s %14s %14s %10s'
-          % ('strategy', 'nodes', 'ctrl CPU-s/node', 'node CPU-s', 'wall s', 'pings/node'))
-    par = max(1, min(c, int(any_row['forks'] or 1)))
+    print('%-10s %5s %15s %11s %15s %15s %10s'
+          % ('strategy', 'nodes', 'ctrl CPU-s/node', 'node CPU-s', 'wall s F=%d' % cfg_forks, 'wall s F=N',
+             'pings/node'))
     for strategy, f in fits.items():
         for n in args.project:
             ctrl = f['controller'][0] + f['controller'][1] * n
             main = f['main'][0] + f['main'][1] * n
-            node = f['node'][0] + f['node'][1] * n
+            node = f['node'][0] + f['node'][1] * n if f['node'][1] > 0 else f['node_mean']
             pings = npu_network.ping_coverage(sim_ips(n), strategy, 2, 0, 0)['pings'] / float(n)
             latency = f['latency_ms'] / 1000.0 * (1 + math.ceil(pings / MAX_WORKERS))
-            wall = main + max(0.0, ctrl - main) / par + node + latency
-            print('%-10s %5d %14.3f %14.3f %14.1f %10d' % (strategy, n, ctrl / n, node, wall, pings))
+            walls = []
+            for forks_n in (cfg_forks, n):
+                par = max(1, min(c, forks_n))
+                walls.append(main + max(0.0, ctrl - main) / par + math.ceil(n / float(forks_n)) * (node + latency))
+            print('%-10s %5d %15.3f %11.3f %15.1f %15.1f %10d' % (strategy, n, ctrl / n, node, walls[0], walls[1],
+                                                                 pings))
     print()
     print('goals: controller CPU <= 0.3 s per node; node cost flat in N for ring and sampled; 64 nodes with ring '
           '<= 30 s (projected)')
     for strategy, f in fits.items():
         ctrl64 = (f['controller'][0] + f['controller'][1] * 64) / 64
         node_b = f['node'][1]
-        node_a = f['node'][0]
-        flat = abs(node_b * 64) <= 0.1 * max(node_a, 1e-9)
-        print('  %-10s controller at 64 nodes %.3f CPU-s/node (%s); node cost slope %+.4f s per node, %s'
-              % (strategy, ctrl64, 'met' if ctrl64 <= 0.3 else 'NOT MET', node_b,
-                 'flat (<10%% change to 64 nodes)' if flat else 'grows with N'))
+        growth = node_b * (f['sizes'][-1] - f['sizes'][0]) / max(f['node_mean'], 1e-9)
+        if node_b <= 0:
+            verdict = 'flat (no growth measured)'
+        elif growth <= 0.1:
+            verdict = 'flat (%+.0f%% from %d to %d nodes)' % (100 * growth, f['sizes'][0], f['sizes'][-1])
+        else:
+            verdict = 'grows (%+.0f%% from %d to %d nodes)' % (100 * growth, f['sizes'][0], f['sizes'][-1])
+        print('  %-10s controller at 64 nodes %.3f CPU-s/node (%s); node cost slope %+.4f s per node: %s'
+              % (strategy, ctrl64, 'met' if ctrl64 <= 0.3 else 'NOT MET', node_b, verdict))
 
 
 def cmd_floor(args):
