@@ -22,7 +22,8 @@ What is measured, and how:
   node CPU        cpuacct.usage of each mock node's docker cgroup (cgroup v1) before and after: sshd, the modules'
                   Python, the stub tools and their stub server. The mock stubs cost about 3 ms of CPU per call;
                   the real hccn_tool is a C program.
-Usage: python tools/bench_verify_network.py scale --nodes 2,4 [--runs 3] [--results .sim/bench-scale.jsonl]
+Usage: python tools/bench_verify_network.py [floor]   (what make bench runs)
+       python tools/bench_verify_network.py scale --nodes 2,4 [--runs 3] [--results .sim/bench-scale.jsonl]
        python tools/bench_verify_network.py table [--controller-cores 8]
        python tools/bench_verify_network.py floor [--nodes 2] [--runs 5]
 """
@@ -353,7 +354,7 @@ def cmd_floor(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('command', choices=['scale', 'table', 'floor'])
+    ap.add_argument('command', nargs='?', default='floor', choices=['scale', 'table', 'floor'])
     ap.add_argument('--nodes', type=lambda v: [int(x) for x in v.split(',')], default=None)
     ap.add_argument('--strategies', type=lambda v: v.split(','), default=None)
     ap.add_argument('--runs', type=int, default=3)
