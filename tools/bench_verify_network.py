@@ -50,6 +50,8 @@ RESULTS = REPO / '.sim' / 'bench-scale.jsonl'
 CGROUP = Path('/sys/fs/cgroup/cpuacct/docker')
 TICK = float(os.sysconf('SC_CLK_TCK'))
 EXTRA_ENV = {}  # --forks: ANSIBLE_FORKS
+CONFIG = [REPO / 'ansible.cfg']  # --poll-interval: a copy next to it with internal_poll_interval set
+POLL = [0.001]  # Ansible's default internal_poll_interval
 MAX_WORKERS = 64  # npu_network_max_workers default: hccn_tool processes at once per node
 
 sys.path.insert(0, str(REPO / '.collections'))
@@ -140,7 +142,7 @@ def own_cpu(pid):
 
 def playbook(path, inv, extra=None, nodes=0):
     """Run a playbook once; returns wall, controller CPU (total and main process), node CPU (total) and rc."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / 'ansible.cfg'))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(CONFIG[0]))
     env.update(EXTRA_ENV)
     argv = [str(BIN / 'ansible-playbook'), str(path), '-i', str(inv)]
     if extra:
@@ -192,7 +194,7 @@ def cmd_scale(args):
             samples = [playbook(OURS, inv, extra, nodes) for _run in range(args.runs)]
             pings = json.loads(Path(report).read_text())['pings']
             row = dict(median_row(samples), nodes=nodes, strategy=strategy, pings=pings, runs=args.runs,
-                       latency_ms=args.latency_ms, cores=os.cpu_count(), forks=forks(), load=load,
+                       latency_ms=args.latency_ms, cores=os.cpu_count(), forks=forks(), load=load, poll=POLL[0],
                        at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
             with open(str(args.results), 'a') as f:
                 f.write(json.dumps(row, sort_keys=True) + '\n')
@@ -225,18 +227,18 @@ def fit(xs, ys):
     return a, b, r2
 
 
-def load(path, forks):
+def load(path, forks, poll):
     rows = {}
     for line in Path(path).read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            if row['forks'] == forks:
+            if row['forks'] == forks and row.get('poll', 0.001) == poll:
                 rows[(row['strategy'], row['nodes'])] = row  # the latest measurement of each size wins
     return rows
 
 
 def cmd_table(args):
-    rows = load(args.results, args.forks or forks())
+    rows = load(args.results, args.forks or forks(), POLL[0])
     if not rows:
         sys.exit('no measurements in %s: run the scale command first' % args.results)
     strategies = [s for s in npu_network.STRATEGIES if any(k[0] == s for k in rows)]
@@ -339,7 +341,8 @@ def cmd_floor(args):
         runs['naive'].append(playbook(NAIVE, inv, None, nodes))
     print('verify_network.yml against Ansible\'s floor on the SIMULATED mock cluster (%d nodes, %s, stub latency '
           '%d ms, median of %d interleaved runs, forks %d, %d CPU cores)'
-          % (nodes, strategy, args.latency_ms, args.runs, forks(), os.cpu_count() or 0))
+          % (nodes, strategy, args.latency_ms, args.runs, forks(), os.cpu_count() or 0)
+          + ('' if POLL[0] == 0.001 else ', internal_poll_interval %s' % POLL[0]))
     med = dict((key, median_row(v)) for key, v in runs.items() if v)
     for key, label in (('floor', 'floor: hccn_facts + hccn_ping only'), ('ours', 'verify_network.yml'),
                        ('naive', 'naive transcription of the guide')):
@@ -364,10 +367,27 @@ def main():
     ap.add_argument('--project', type=lambda v: [int(x) for x in v.split(',')], default=[64, 256])
     ap.add_argument('--forks', type=int, default=None, help='ANSIBLE_FORKS for the runs (default: ansible.cfg); '
                     'table: the rows measured with that setting')
+    ap.add_argument('--poll-interval', type=float, default=None,
+                    help="Ansible's internal_poll_interval for the runs (default 0.001); table: the rows with it")
     ap.add_argument('--naive', action='store_true', help='floor: also time the naive transcription')
     args = ap.parse_args()
     if args.forks:
         EXTRA_ENV['ANSIBLE_FORKS'] = str(args.forks)
+    if args.poll_interval is not None:
+        # No environment variable sets it: a copy of ansible.cfg next to it (relative paths still resolve).
+        POLL[0] = args.poll_interval
+        CONFIG[0] = REPO / '.bench-ansible.cfg'
+        text = (REPO / 'ansible.cfg').read_text().replace(
+            '[defaults]\n', '[defaults]\ninternal_poll_interval = %s\n' % args.poll_interval, 1)
+        CONFIG[0].write_text(text)
+    try:
+        run_command(args)
+    finally:
+        if CONFIG[0] != REPO / 'ansible.cfg':
+            CONFIG[0].unlink()
+
+
+def run_command(args):
     for s in args.strategies or []:
         if s not in npu_network.STRATEGIES:
             sys.exit('--strategies: %r is not one of %s' % (s, ', '.join(npu_network.STRATEGIES)))

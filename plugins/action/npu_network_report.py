@@ -37,11 +37,16 @@ class ActionModule(ControllerReportAction):
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
         facts = host_values(task_vars['hostvars'], args['facts_var'], hosts)
+        # A merged result variable (result_var, or the earlier layout's npu_network_node_result) wins; otherwise
+        # each node's result is built from its registered hccn_facts / hccn_ping results.
+        merged = host_values(task_vars['hostvars'], args['result_var'] or 'npu_network_node_result', hosts)
         if args['result_var']:
-            node_results = host_values(task_vars['hostvars'], args['result_var'], hosts)
+            node_results = merged
         else:
             pings = host_values(task_vars['hostvars'], args['ping_var'], hosts)
-            node_results = dict((host, node_result(facts.get(host), pings.get(host))) for host in hosts)
+            node_results = dict((host, merged[host] if host in merged else node_result(facts.get(host),
+                                                                                       pings.get(host)))
+                                for host in hosts)
         coverage = None
         if args['ping_strategy']:
             ips = dict((host, (values.get('ips') if isinstance(values, dict) else None) or {})

@@ -29,8 +29,9 @@ options:
     description:
       - Name of a host variable that holds each node's results already merged (C(npus), C(errors), C(findings),
         C(tls), C(ping)).
-      - Default (unset) builds them from each host's registered O(facts_var) and O(ping_var) results, so the role
-        needs no task per host for it.
+      - Default (unset) takes C(npu_network_node_result) where a host has it (the layout of earlier releases), else
+        builds them from each host's registered O(facts_var) and O(ping_var) results, so the role needs no task per
+        host for it.
     type: str
   ping_var:
     description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_ping) result.
