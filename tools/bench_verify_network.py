@@ -247,8 +247,9 @@ def cmd_table(args):
           'median of %d runs, forks %s; MEASURED on a %d-core machine that all mock nodes and the controller share '
           '(load: 1-minute load average before the runs)'
           % (any_row['latency_ms'], any_row['runs'], any_row['forks'], any_row['cores']))
-    print('%-10s %5s %8s %15s %15s %15s %10s %5s' % ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node',
-                                                      'main CPU-s/node', 'node CPU-s/node', 'pings/node', 'load'))
+    header = ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node', 'main CPU-s/node', 'node CPU-s/node', 'pings/node',
+              'load')
+    print('%-10s %5s %8s %15s %15s %15s %10s %5s' % header)
     fits = {}
     for strategy in strategies:
         sizes = sorted(n for s, n in rows if s == strategy)
@@ -303,8 +304,8 @@ def cmd_table(args):
             for forks_n in (cfg_forks, n):
                 par = max(1, min(c, forks_n))
                 walls.append(main + max(0.0, ctrl - main) / par + math.ceil(n / float(forks_n)) * (node + latency))
-            print('%-10s %5d %15.3f %11.3f %15.1f %15.1f %10d' % (strategy, n, ctrl / n, node, walls[0], walls[1],
-                                                                 pings))
+            row = (strategy, n, ctrl / n, node, walls[0], walls[1], pings)
+            print('%-10s %5d %15.3f %11.3f %15.1f %15.1f %10d' % row)
     print()
     print('goals: controller CPU <= 0.3 s per node; node cost flat in N for ring and sampled; 64 nodes with ring '
           '<= 30 s (projected)')

@@ -11,8 +11,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import (node_result, npu_network_report,
-                                                                              ping_coverage)
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import node_result
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 

@@ -43,7 +43,8 @@ options:
     elements: str
   ping_strategy:
     description:
-      - The ping plan of the run (C(same_index), C(ring), C(sampled), C(full_mesh), C(none)); when set, the
+      - >-
+        The ping plan of the run (C(same_index), C(ring), C(sampled), C(full_mesh), C(none)); when set, the
         summary's second line states its coverage, for example
         C(ping plan ring: 512 of 129,024 cross-node NPU pairs; every port pinged at least once), and the report
         holds it as C(coverage).

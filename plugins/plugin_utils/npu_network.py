@@ -90,7 +90,7 @@ def ping_plan(ips_by_node, strategy='same_index', k=SAMPLED_K_DEFAULT, seed=0, r
     if strategy not in STRATEGIES:
         raise ValueError('npu_network_ping_strategy must be one of %s, got %r' % (', '.join(STRATEGIES), strategy))
     layout = _layout(ips_by_node)
-    plan = dict((node, []) for node, _ in layout)
+    plan = dict((node, []) for node, dummy in layout)
     if strategy == 'none':
         return plan
     if strategy in ('same_index', 'full_mesh'):
@@ -115,7 +115,7 @@ def ping_plan(ips_by_node, strategy='same_index', k=SAMPLED_K_DEFAULT, seed=0, r
         round_ = int(round_)
     except (TypeError, ValueError) as e:
         raise ValueError('npu_network_ping_round must be an integer, got %r' % (round_,)) from e
-    devices = sorted(set(dev for _, ips in layout for dev in ips), key=_dev_sort)
+    devices = sorted(set(dev for dummy, ips in layout for dev in ips), key=_dev_sort)
     for dev in devices:
         ring = [(node, ips) for node, ips in layout if dev in ips]
         n = len(ring)
@@ -128,7 +128,7 @@ def ping_plan(ips_by_node, strategy='same_index', k=SAMPLED_K_DEFAULT, seed=0, r
         else:
             order = _offsets(n - 1, seed, dev)
             offsets = [order[(round_ * k + t) % (n - 1)] for t in range(min(k, n - 1))]
-        for pos, (node, _) in enumerate(ring):
+        for pos, node in enumerate(name for name, ips in ring):
             if only is not None and node != only:
                 continue
             for off in offsets:
@@ -145,7 +145,7 @@ def _target(dev, other, rdev, rip):
 
 def _orphan(plan, layout, node, dev):
     """A port whose index no other node has: ping the lowest NPU of the next node (natural order) with one."""
-    names = [name for name, _ in layout]
+    names = [name for name, dummy in layout]
     start = names.index(node)
     for step in range(1, len(layout)):
         other, remote = layout[(start + step) % len(layout)]
@@ -167,8 +167,8 @@ def ping_coverage(ips_by_node, strategy='same_index', k=SAMPLED_K_DEFAULT, seed=
     pinged."""
     plan = ping_plan(ips_by_node, strategy, k, seed, round_)
     layout = _layout(ips_by_node)
-    ports = sum(len(ips) for _, ips in layout)
-    total_pairs = (ports * ports - sum(len(ips) * len(ips) for _, ips in layout)) // 2
+    ports = sum(len(ips) for dummy, ips in layout)
+    total_pairs = (ports * ports - sum(len(ips) * len(ips) for dummy, ips in layout)) // 2
     by_ip = dict((ip, '%s/npu%s' % (node, dev)) for node, ips in layout for dev, ip in ips.items())
     pairs = set()
     pinged = set()
@@ -191,7 +191,7 @@ def ping_coverage(ips_by_node, strategy='same_index', k=SAMPLED_K_DEFAULT, seed=
         'not_pinged': [p for p in all_ports if p not in pinged],
     }
     if strategy == 'sampled':
-        widest = max([len([1 for _, ips in layout if dev in ips]) for _, ips in layout for dev in ips] or [0])
+        widest = max([len([1 for dummy, ips in layout if dev in ips]) for dummy, ips in layout for dev in ips] or [0])
         out.update(k=int(k), seed=seed, round=int(round_),
                    full_cycle=-(-(widest - 1) // int(k)) if widest > 1 else 0)
     return out

@@ -165,7 +165,7 @@ def test_properties_of_every_plan(ips, strategy, k, seed, rnd):
     cov = nn.ping_coverage(ips, strategy, k, seed, rnd)
     assert cov['pings'] == len(pairs) and cov['ports'] == len(ports)
     assert cov['pairs'] <= cov['total_pairs']
-    nodes_with_ports = len(set(n for n, _ in ports))
+    nodes_with_ports = len(set(port[0] for port in ports))
     if strategy != 'none' and nodes_with_ports >= 2:
         # ring and sampled reach every port; same_index and full_mesh every port whose index another node has.
         if strategy in nn.LINEAR or strategy == 'full_mesh':
