@@ -33,14 +33,17 @@ def ping_round(value=None):
         raise AnsibleFilterError('npu_network_ping_round must be an integer or empty, got %r' % (value,)) from e
 
 
-def npu_network_input_errors(hosts, hostvars, devices, checks):
-    """Input check of every host of ``hosts`` at once: each host's own npu_network_devices / npu_network_checks
-    (inventory, extra vars), else the play's ``devices`` / ``checks``. See plugin_utils.npu_network.input_errors."""
+def npu_network_input_errors(hosts, hostvars, devices, checks, groups=None, flap_threshold=0):
+    """Input check of every host of ``hosts`` at once: each host's own npu_network_devices / npu_network_checks /
+    npu_network_npu_groups / npu_network_link_flap_threshold (inventory, extra vars), else the play's values.
+    See plugin_utils.npu_network.input_errors."""
+    play = (('npu_network_devices', devices), ('npu_network_checks', checks),
+            ('npu_network_npu_groups', [] if groups is None else groups),
+            ('npu_network_link_flap_threshold', flap_threshold))
     values = {}
     for host in hosts or []:
         own = hostvars.get(host) or {}
-        values[host] = (own['npu_network_devices'] if 'npu_network_devices' in own else devices,
-                        own['npu_network_checks'] if 'npu_network_checks' in own else checks)
+        values[host] = tuple(own[name] if name in own else value for name, value in play)
     return npu_network.input_errors(values)
 
 

@@ -237,12 +237,28 @@ def node_result(hccn=None, ping=None):
     }
 
 
+def _is_npu_id(value):
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= 15
+
+
 def input_errors(values_by_host):
     """The role's input checks, once for the whole play: ``values_by_host`` maps host -> (npu_network_devices,
-    npu_network_checks). Returns one message per host with a bad value, naming the host, the variable and the fix."""
+    npu_network_checks[, npu_network_npu_groups, npu_network_link_flap_threshold]). Returns one message per host
+    with a bad value, naming the host, the variable and the fix."""
     out = []
     for host in sorted(values_by_host, key=_node_key):
-        devices, checks = values_by_host[host]
+        devices, checks = values_by_host[host][:2]
+        groups, threshold = (tuple(values_by_host[host][2:4]) + ([], 0))[:2]
+        if isinstance(threshold, str) and threshold.strip().isdigit():
+            threshold = int(threshold)  # -e npu_network_link_flap_threshold=5 arrives as text
+        bad_groups = not isinstance(groups, list) or any(
+            not isinstance(g, list) or not all(_is_npu_id(n) for n in g) for g in groups)
+        bad_threshold = isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+        if bad_groups or bad_threshold:
+            out.append('%s: npu_network_npu_groups must be a list of lists of NPU ids 0-15, one list per instance '
+                       '(got %r), and npu_network_link_flap_threshold a count of 0 or more (got %r). Fix the variable '
+                       'in your inventory, or leave npu_network_npu_groups as [] to check all NPUs of the node as '
+                       'one group' % (host, groups, threshold))
         bad_devices = not isinstance(devices, list) or any(
             isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 15 for d in devices)
         if bad_devices:

@@ -207,3 +207,15 @@ def test_input_errors_name_host_variable_and_fix():
     assert errors[0].startswith('node2: npu_network_devices must be NPU physical ids 0-15 (got [0, 99])')
     assert errors[1].startswith('node10: npu_network_checks must not be empty')
     assert npu_network_input_errors(['node1'], hostvars, [True], ['link'])[0].startswith('node1: npu_network_devices')
+
+
+def test_input_errors_also_check_the_npu_groups_and_the_flap_threshold():
+    from ansible_collections.ascend.kvpool.plugins.filter.npu_network import npu_network_input_errors
+    hostvars = {'node1': {'npu_network_npu_groups': [[0, 1], [2, 16]]},
+                'node2': {'npu_network_link_flap_threshold': -1},
+                'node3': {'npu_network_link_flap_threshold': '5'}, 'node4': {}}
+    errors = npu_network_input_errors(['node1', 'node2', 'node3', 'node4'], hostvars, [], ['link'], [], 3)
+    assert [e.split(':')[0] for e in errors] == ['node1', 'node2']
+    assert 'npu_network_npu_groups must be a list of lists of NPU ids 0-15' in errors[0]
+    assert '(got -1)' in errors[1] and 'npu_network_link_flap_threshold' in errors[1]
+    assert npu_network_input_errors(['node4'], hostvars, [], ['link'], [[0, 'x']], 3)
