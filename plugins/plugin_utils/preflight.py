@@ -580,14 +580,16 @@ def check_versions(record):
             if not floor:
                 continue
             version = info.get('version')
-            where = info.get('path') or 'no ascend_toolkit_install.info under /usr/local/Ascend'
+            present = info.get('exists') if 'exists' in info else bool(info.get('path'))
+            where = info.get('path') or 'ascend_toolkit_install.info under /usr/local/Ascend'
             if version is None:
-                found.append(_finding(host, 'versions', '%s version unknown: %s %s' % (
-                    what, where, 'has no version line' if info.get('exists') or info.get('path') else 'not found'),
-                    'Mount or install %s (the guide mounts /usr/local/Ascend/driver/version.info and '
-                    '/etc/ascend_install.info); vllm-ascend %s needs %s %s or later' % (
-                        'the driver' if what.startswith('HDK') else 'the CANN toolkit', release, what, floor),
-                    'warning'))
+                found.append(_finding(
+                    host, 'versions', '%s version unknown: %s %s'
+                    % (what, where, 'has no version line' if present else 'not found'),
+                    ('Mount or install the driver (the guide mounts /usr/local/Ascend/driver/version.info and '
+                     '/etc/ascend_install.info into the container)' if what.startswith('HDK') else
+                     'Install the CANN toolkit (or point preflight at its install record)')
+                    + '; vllm-ascend %s needs %s %s or later' % (release, what, floor), 'warning'))
             elif compare_versions(version, floor) == -1:
                 found.append(_finding(host, 'versions', '%s %s (%s) is below %s, which vllm-ascend %s needs'
                                       % (what, version, where, floor, release), fix + '.'))

@@ -772,7 +772,8 @@ def test_release_fault_bad_values(tmp_path, check, value):
 
 
 def test_render_meminfo_keeps_the_hosts_lines_without_the_fault():
-    host = "MemTotal:       24536064 kB\nHugePages_Total:       0\nHugePages_Free:        0\nHugepagesize:       2048 kB\n"
+    host = ("MemTotal:       24536064 kB\nHugePages_Total:       0\nHugePages_Free:        0\n"
+            "Hugepagesize:       2048 kB\n")
     assert mockctl.render_meminfo(host, None) == host
     out = mockctl.render_meminfo(host + "Hugetlb:               0 kB\n", 10)
     assert "HugePages_Total:      10\n" in out and "Hugetlb:           20480 kB\n" in out

@@ -77,7 +77,8 @@ def test_vendor_versions_below_the_floor_are_errors_and_unknown_are_warnings():
     named(run, 'ERROR', 'node2', 'versions', 'CANN toolkit 8.0.RC2', 'is below 9.1.0, which vllm-ascend v0.23.0 needs')
     named(run, 'WARNING', 'node1', 'versions',
           'HDK driver version unknown: /usr/local/Ascend/driver/version.info not found')
-    named(run, 'WARNING', 'node1', 'versions', 'CANN toolkit version unknown')
+    named(run, 'WARNING', 'node1', 'versions', 'CANN toolkit version unknown: ascend_toolkit_install.info under '
+          '/usr/local/Ascend not found')
     assert 'ERROR node1 versions' not in run.text
 
 

@@ -146,8 +146,10 @@ def test_glibc_is_not_needed_for_the_guides_source_build():
     ('v0.25.1rc1', '25.5.0', '8.5.0', [('error', 'CANN toolkit 8.5.0')]),
     ('v0.22.1rc1', '24.1.rc2', '8.5.0', [('error', 'CANN toolkit 8.5.0')]),   # no HDK floor published for v0.22
     ('v0.22.1rc1', '23.0.0', '9.0.0', []),
-    ('v0.23.0', None, '9.1.0', [('warning', 'HDK driver version unknown')]),
-    ('v0.23.0', '25.5.0', None, [('warning', 'CANN toolkit version unknown')]),
+    ('v0.23.0', None, '9.1.0',
+     [('warning', 'HDK driver version unknown: /usr/local/Ascend/driver/version.info not found')]),
+    ('v0.23.0', '25.5.0', None,
+     [('warning', 'CANN toolkit version unknown: ascend_toolkit_install.info under /usr/local/Ascend not found')]),
 ])
 def test_cann_and_driver_against_the_release(version, driver, toolkit, expected):
     ascend = {'install_info': HEALTHY_ASCEND['install_info'],
