@@ -18,6 +18,8 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, write_atomic
 
@@ -42,6 +44,10 @@ class ActionModule(ControllerReportAction):
             result['msg'] = 'check mode: no step sent traffic, no report written'
             return result
         report_dir = args['report_dir']
+        try:
+            _validate.path_component(args['basename'], 'basename')
+        except KvpoolError as exc:
+            raise AnsibleActionFail(str(exc)) from exc
         base = os.path.join(report_dir, args['basename'])
         files = {'json': base + '.json', 'markdown': base + '.md'}
         try:
@@ -60,7 +66,9 @@ class ActionModule(ControllerReportAction):
                 report, os.path.basename(files['chart']) if 'chart' in files else None))
             write_atomic(files['json'], json.dumps(report, indent=2, sort_keys=True, default=to_text) + '\n')
         except (IOError, OSError) as exc:
-            raise AnsibleActionFail('cannot write the benchmark report under %s: %s' % (report_dir, exc)) from exc
+            raise AnsibleActionFail('cannot write the benchmark report under %s: %s (option report_dir; the role\'s '
+                                    'kvpool_benchmark_report_dir): name a writable directory'
+                                    % (report_dir, getattr(exc, 'strerror', None) or exc)) from exc
         result['files'] = files
         result['summary'] = report['summary'] + ['report: %s' % ', '.join(files[k] for k in sorted(files))]
         return result

@@ -21,8 +21,11 @@ __metaclass__ = type
 import csv
 import io
 import json
+import math
 import os
 import re
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
 
 MODEL_ABBR = 'vllm-api-stream-chat'
 # Statistic column -> key of the built-in client's statistics.
@@ -124,11 +127,15 @@ def parse_value(text):
     if isinstance(text, bool):
         return None, str(text)
     if isinstance(text, (int, float)):
-        return float(text), ''
+        value = float(text)
+        return (None, str(text)) if math.isnan(value) or math.isinf(value) else (value, '')
     match = _VALUE.match(str(text or ''))
     if not match:
         return None, str(text or '').strip()
-    return float(match.group(1)), match.group(2)
+    value = float(match.group(1))
+    if math.isnan(value) or math.isinf(value):
+        return None, str(text).strip()
+    return value, match.group(2)
 
 
 def to_ms(value, unit):
@@ -144,6 +151,13 @@ def parse_perf_csv(text):
     Column names are kept as written (``Average``, ``Median``, ``P90``, ``N``, ...); a BOM, CRLF and blank lines
     are tolerated; rows without a metric name are skipped.
     """
+    try:
+        return _parse_perf_csv(text)
+    except csv.Error as exc:
+        raise ParseError('not the CSV AISBench writes: %s' % exc) from exc
+
+
+def _parse_perf_csv(text):
     out = {}
     reader = csv.reader(io.StringIO((text or '').lstrip('\ufeff')))
     header = None
@@ -168,8 +182,14 @@ def parse_perf_csv(text):
 
 
 def parse_perf_json(text):
-    """AISBench's common-metrics JSON -> ``{metric: {stage: (value, unit)}}``."""
-    data = json.loads(text) if isinstance(text, str) else text
+    """AISBench's common-metrics JSON -> ``{metric: {stage: (value, unit)}}``; raises ``ParseError`` for text that
+    is not a JSON object."""
+    try:
+        data = json.loads(text) if isinstance(text, str) else text
+    except ValueError as exc:
+        raise ParseError('not the JSON AISBench writes: %s' % exc) from exc
+    if data is not None and not isinstance(data, dict):
+        raise ParseError('not the JSON object AISBench writes (got a %s)' % type(data).__name__)
     out = {}
     for metric, stages in (data or {}).items():
         if isinstance(stages, dict):
@@ -294,16 +314,21 @@ def find_results(work_dir, abbr=MODEL_ABBR):
     return None, []
 
 
+def _read(path, parse):
+    """``parse`` of the text of ``path``; ``ParseError`` naming the file when it cannot be read or parsed."""
+    try:
+        with io.open(path, encoding='utf-8') as handle:
+            return parse(handle.read())
+    except (IOError, OSError, UnicodeDecodeError, csv.Error, ParseError) as exc:
+        raise ParseError('AISBench result %s cannot be read: %s' % (path, exc)) from exc
+
+
 def read_results(work_dir, abbr=MODEL_ABBR, stage='total'):
     """Parse the newest run's first dataset result: ``{'run_dir', 'csv', 'json', 'summary'}`` or None."""
     run, pairs = find_results(work_dir, abbr)
     if not pairs:
         return None
     csv_path, json_path = pairs[0]
-    with io.open(csv_path, encoding='utf-8') as handle:
-        perf = parse_perf_csv(handle.read())
-    common = {}
-    if json_path:
-        with io.open(json_path, encoding='utf-8') as handle:
-            common = parse_perf_json(handle.read())
+    perf = _read(csv_path, parse_perf_csv)
+    common = _read(json_path, parse_perf_json) if json_path else {}
     return {'run_dir': run, 'csv': csv_path, 'json': json_path, 'summary': to_summary(perf, common, stage)}

@@ -211,7 +211,7 @@ def get_text(url, timeout=10.0, api_key=None):
     """``(text, error)`` of a GET: text is None on any failure and error says why."""
     try:
         status, text = http_request(url, 'GET', None, api_key, timeout)
-    except (OSError, socket.timeout, http_client.HTTPException) as exc:
+    except (OSError, socket.timeout, http_client.HTTPException, ValueError) as exc:
         return None, '%s: %s' % (url, exc)
     if status != 200:
         return None, '%s: HTTP %d %s' % (url, status, text[:200])

@@ -277,22 +277,41 @@ NOT_FOUND = ('npu-smi not found on this host (looked on PATH and in %s); install
              'npu_smi_path' % ', '.join(SEARCH_DIRS))
 
 
-def commands(tool):
-    """The two reads of facts(): the NPU table and the NPU count."""
-    return [[tool, 'info'], [tool, 'info', '-l']]
+def commands(tool, topology=False):
+    """The reads of facts(): the NPU table and the NPU count, and with ``topology`` the topology matrix."""
+    argvs = [[tool, 'info'], [tool, 'info', '-l']]
+    if topology:
+        argvs.append(topo_command(tool))
+    return argvs
 
 
-def read(tool):
-    """The facts of the npu-smi at ``tool``: its two reads (commands()) run concurrently, parsed by facts()."""
-    return facts(*run_parallel(commands(tool)))
+def read(tool, topology=False):
+    """The facts of the npu-smi at ``tool``: its reads (commands()) run concurrently, parsed by facts()."""
+    return facts(*run_parallel(commands(tool, topology)))
 
 
-def facts(info, listing):
-    """The facts of ``npu-smi info`` and ``npu-smi info -l`` (run results: dicts with rc, stdout, stderr).
+def facts(info, listing, topo=None):
+    """The facts of ``npu-smi info`` and ``npu-smi info -l`` (run results: dicts with rc, stdout, stderr), and of
+    ``npu-smi info -t topo`` when ``topo`` is given (key ``topology``: parse_topo() plus the product ``family``
+    and its ``expected`` topology in words).
 
     Returns the facts (driver_loaded, version, count, npus, healthy_npus, unhealthy_npus, processes, busy_npus),
     or ``{'failed': True, 'msg': ...}`` when npu-smi itself failed.
     """
+    result = _facts(info, listing)
+    if topo is not None and not result.get('failed'):
+        matrix = parse_topo(topo['stdout']) if result.get('driver_loaded') else parse_topo('')
+        names = [n.get('name') for n in result.get('npus') or [] if n.get('name')]
+        family = topo_family(names[0] if names else None, matrix['label'])
+        matrix.update(family=family, expected=FAMILIES[family])
+        if result.get('driver_loaded') and not matrix['links']:
+            matrix['error'] = 'npu-smi info -t topo gave no topology matrix (rc %s): %s' % (
+                topo['rc'], (topo['stderr'] or topo['stdout']).strip()[-300:] or 'no output')
+        result['topology'] = matrix
+    return result
+
+
+def _facts(info, listing):
     err = driver_error('\n'.join([info['stdout'], info['stderr'], listing['stdout'], listing['stderr']]))
     if err:
         return dict(driver_loaded=False, driver_error=err, driver_message=driver_error_message(err), version=None,
@@ -323,3 +342,143 @@ def facts(info, listing):
         processes=processes,
         busy_npus=sorted(set(pr['npu'] for pr in processes)),
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# npu-smi info -t topo: the NPU-to-NPU connection matrix (docs/hccn-physical-formats.md)
+
+TOPO_LINKS = ("X", "HCCS", "HCCS_SW", "SIO", "PIX", "PXB", "PHB", "SYS", "NA")
+_TOPO_ID_RE = re.compile(r"^(NPU|Phy-ID)(\d+)$", re.I)
+_TOPO_LEGEND_RE = re.compile(r"^([A-Z][A-Z0-9_#]*)\s*=\s*(.+?)\s*$")
+
+
+def topo_command(tool):
+    """The read of the topology matrix."""
+    return [tool, 'info', '-t', 'topo']
+
+
+def parse_topo(text):
+    """``npu-smi info -t topo`` -> {'label', 'ids', 'links', 'affinity', 'legend', 'rows'}.
+
+    ``label`` is ``NPU`` (A2, training series) or ``Phy-ID`` (A3); ``ids`` the column ids in order; ``links``
+    maps str(id) -> {str(other id): link word (HCCS, HCCS_SW, SIO, PIX, PXB, PHB, SYS, NA, X)}; ``affinity``
+    str(id) -> the CPU affinity text after the links; ``legend`` word -> meaning; ``rows`` str(id) -> the raw row.
+    """
+    result = {"label": None, "ids": [], "links": {}, "affinity": {}, "legend": {}, "rows": {}}
+    for raw in _text(text).split("\n"):
+        tokens = raw.split()
+        if not tokens:
+            continue
+        first = _TOPO_ID_RE.match(tokens[0])
+        if not first:
+            legend = _TOPO_LEGEND_RE.match(raw.strip())
+            if legend:
+                result["legend"][legend.group(1)] = legend.group(2)
+            continue
+        rest = tokens[1:]
+        if not rest or _TOPO_ID_RE.match(rest[0]) or rest[0].upper() in ("CPU", "NUMA"):
+            header = []
+            for token in tokens:
+                match = _TOPO_ID_RE.match(token)
+                if not match:
+                    break
+                header.append(int(match.group(2)))
+            result["ids"] = header
+            result["label"] = "Phy-ID" if first.group(1).lower() == "phy-id" else "NPU"
+            continue
+        width = len(result["ids"])
+        links = rest[:width]
+        if not width or len(links) < width or not all(t.upper() in TOPO_LINKS for t in links):
+            continue
+        me = str(int(first.group(2)))
+        result["links"][me] = dict((str(other), link.upper()) for other, link in zip(result["ids"], links))
+        result["affinity"][me] = " ".join(rest[width:]) or None
+        result["rows"][me] = raw.strip()
+    return result
+
+
+# Expected NPU-to-NPU connection per product family (docs/hccn-physical-formats.md, "Expected topology"):
+# A2 (910B): HCCS between every pair of the 8 NPUs of a board (Box16: two such sets, 0-7 and 8-15);
+# Atlas training series (910A / 910 Pro / Premium): two HCCS rings of 4 (0-3, 4-7);
+# A3 (chip name Ascend910, Phy-ID matrix): the two dies of a module (2k, 2k+1) on SIO, all others HCCS_SW (or HCCS);
+# inference cards (310P / 310B): no HCCS at all, nothing to check.
+FAMILIES = {
+    "a2": "Atlas A2 (910B): HCCS between every pair of the 8 NPUs of a board",
+    "a3": "Atlas A3 (Ascend910, two dies per module): SIO inside a module, HCCS_SW (or HCCS) between modules",
+    "training": "Atlas training series (910A): two HCCS rings of 4 NPUs (0-3, 4-7)",
+    "inference": "inference cards (310P / 310B): PCIe only, no HCCS",
+    "generic": "unknown model: HCCS, HCCS_SW or SIO between every pair (vllm-ascend KV pool guide)",
+}
+
+
+def topo_family(chip_name=None, label=None):
+    """The product family (a key of FAMILIES) from the ``npu-smi info`` chip name, else from the matrix label."""
+    raw = (chip_name or "").strip().lower().replace(" ", "")
+    name = raw[len("ascend"):] if raw.startswith("ascend") else raw
+    if raw == "ascend910" or name.startswith("910c") or name.startswith("910_93"):
+        return "a3"
+    if name.startswith("910b"):
+        return "a2"
+    if name in ("910", "910a", "910proa", "910prob", "910premiuma"):
+        return "training"
+    if name.startswith("310"):
+        return "inference"
+    if (label or "").lower() == "phy-id":
+        return "a3"
+    return "generic"
+
+
+def expected_links(family, a, b):
+    """The link words acceptable between NPU ``a`` and ``b`` on this family; an empty tuple means the pair can
+    never be HCCS-connected there (different rings or boards); None means the family has no HCCS to check."""
+    if family == "inference":
+        return None
+    if family == "a2":
+        return ("HCCS",) if a // 8 == b // 8 else ()
+    if family == "training":
+        return ("HCCS",) if a // 4 == b // 4 else ()
+    if family == "a3":
+        return ("SIO",) if a // 2 == b // 2 else ("HCCS_SW", "HCCS")
+    return ("HCCS", "HCCS_SW", "SIO")
+
+
+def judge_topology(topo, groups, chip_name=None):
+    """Findings for every NPU pair of each group that is not connected as the node's model should be.
+
+    ``topo`` is ``parse_topo()``'s result, ``groups`` a list of NPU id lists (the NPUs of one instance each).
+    Returns (findings, family): findings are {'npu', 'check': 'topology', 'ok', 'state', 'message', 'raw'}
+    (``npu`` the lower id of the pair), for the pairs that fail and for NPUs missing from the matrix.
+    """
+    family = topo_family(chip_name, topo.get("label"))
+    findings = []
+    if family == "inference":
+        return findings, family
+    why = FAMILIES[family]
+    links = topo.get("links") or {}
+    known = set(topo.get("ids") or [])
+    for group in groups or []:
+        ids = sorted(set(int(n) for n in group))
+        missing = [n for n in ids if n not in known]
+        for n in missing:
+            findings.append({"npu": n, "check": "topology", "ok": False, "state": "error",
+                             "message": "NPU %d is not in the npu-smi topology matrix (ids: %s)"
+                                        % (n, ", ".join(str(i) for i in topo.get("ids") or []) or "none"),
+                             "raw": None})
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                if a in missing or b in missing:
+                    continue
+                link = (links.get(str(a)) or {}).get(str(b)) or (links.get(str(b)) or {}).get(str(a))
+                accepted = expected_links(family, a, b)
+                if accepted is None or link in accepted:
+                    continue
+                if accepted == ():
+                    message = ("NPU %d <-> NPU %d: %s, the pair is not HCCS-connected on this model (%s); "
+                               "give an instance NPUs of one HCCS domain" % (a, b, link or "not reported", why))
+                else:
+                    message = ("NPU %d <-> NPU %d: %s, expected %s (%s)"
+                               % (a, b, link or "not reported", " or ".join(accepted), why))
+                rows = topo.get("rows") or {}
+                findings.append({"npu": a, "check": "topology", "ok": False, "state": "fail",
+                                 "message": message, "raw": rows.get(str(a)) or rows.get(str(b))})
+    return findings, family

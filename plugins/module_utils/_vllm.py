@@ -7,7 +7,7 @@
 Nothing here touches a host. Used by the ``vllm_server`` module (argv, environment, fingerprint, health
 answers) and by the ``vllm_instance_plan`` filter (the per-host plan of the ``vllm_instance`` role).
 
-What each vllm-ascend release reads (``shared/reference/vllm-ascend-kvpool.md``, checked against the
+What each vllm-ascend release reads (``docs/vllm-ascend-kvpool-facts.md``, checked against the
 vllm-ascend sources):
 
 =====================================  ==================  ===============================================
@@ -387,19 +387,50 @@ def api_key_digest(api_key, salt):
     return hashlib.sha256(('%s\0%s' % (salt, api_key)).encode('utf-8')).hexdigest()
 
 
+def is_api_key_flag(arg):
+    """Whether a command-line argument is vLLM's ``--api-key`` as vLLM's parser reads it: argparse takes any
+    unambiguous prefix of a long option (``--api-k``), and vLLM's ``FlexibleArgumentParser`` turns ``_`` into
+    ``-`` in option names (``--api_key``). Every prefix from ``--a`` on counts: an ambiguous one makes argparse
+    print the argument, value included, in its error."""
+    text = str(arg)
+    if not text.startswith('--'):
+        return False
+    name = text.split('=', 1)[0].replace('_', '-')
+    return len(name) >= 3 and API_KEY_FLAG.startswith(name)
+
+
 def forbidden_key_settings(env=None, extra_args=None):
     """Where an API key was given past the ``api_key`` option: ``VLLM_API_KEY`` in the environment or
     ``--api-key`` in the arguments (both would be recorded and shown; an argument also in every ``ps`` listing)."""
     found = []
     if API_KEY_ENV in (env or {}):
         found.append('%s in the environment' % API_KEY_ENV)
-    if any(str(a) == API_KEY_FLAG or str(a).startswith(API_KEY_FLAG + '=') for a in (extra_args or [])):
-        found.append('%s in the arguments' % API_KEY_FLAG)
+    flags = sorted(set(str(a).split('=', 1)[0] for a in (extra_args or []) if is_api_key_flag(a)))
+    if flags:
+        found.append('%s in the arguments' % ' / '.join(flags))
     return found
 
 
+def api_key_values(args):
+    """The values given to the API key flag in ``args`` (every spelling :func:`is_api_key_flag` knows): what a
+    module masks (``no_log_values``) before it reports the refusal, so the key is not echoed with its input."""
+    values, taking = [], False
+    for arg in (str(a) for a in (args or [])):
+        if taking and not arg.startswith('--'):
+            values.append(arg)
+            continue
+        taking = False
+        if is_api_key_flag(arg):
+            if '=' in arg:
+                values.append(arg.split('=', 1)[1])
+            else:
+                taking = True
+    return [v for v in values if v]
+
+
 def drop_api_key_args(args):
-    """(args without ``--api-key VALUE...`` / ``--api-key=VALUE``, whether any was dropped).
+    """(args without ``--api-key VALUE...`` / ``--api-key=VALUE``, whether any was dropped); abbreviations and
+    the ``_`` spelling count (:func:`is_api_key_flag`).
 
     vLLM's ``--api-key`` takes one or more values: everything up to the next ``--`` option goes with it.
     """
@@ -408,9 +439,9 @@ def drop_api_key_args(args):
         if skip and not arg.startswith('--'):
             continue
         skip = False
-        if arg == API_KEY_FLAG:
+        if is_api_key_flag(arg) and '=' not in arg:
             dropped, skip = True, True
-        elif arg.startswith(API_KEY_FLAG + '='):
+        elif is_api_key_flag(arg):
             dropped = True
         else:
             kept.append(arg)

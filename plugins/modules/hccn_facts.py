@@ -15,9 +15,14 @@ short_description: Query the RoCE network state of every NPU of an Ascend node w
 version_added: 0.1.0
 description:
   - Runs every read-only C(hccn_tool) query of the vLLM-Ascend multi-node guide (C(-lldp), C(-link),
-    C(-net_health), C(-netdetect), C(-gateway), C(-ip), C(-tls), all with C(-g)) for a list of NPUs.
-  - All (device, query) pairs run concurrently, so a node of 8 NPUs answers in about the time of one query
-    instead of the 56 sequential calls of the guide's shell loops.
+    C(-net_health), C(-netdetect), C(-gateway), C(-ip), C(-tls), all with C(-g)) for a list of NPUs, and the
+    physical-layer queries of the vllm-ascend KV pool guide and MindCluster's collectors, C(-optical -g) (the
+    RoCE optical module, its presence, temperature, TX/RX power against the module's own thresholds, LOS/LOL
+    alarms) and C(-link_stat -g) (link flaps since boot).
+  - Also reads C(npu-smi info -t topo) and checks that every pair of NPUs of each of O(topology_groups) is
+    connected as the node's model should be (Atlas 800T A2 / 910B, HCCS between every pair of the 8 NPUs).
+  - All (device, query) pairs and the C(npu-smi) reads run concurrently in one fan-out, so a node of 8 NPUs
+    answers in about the time of one query instead of the 72 sequential calls of the guides' shell loops.
   - Each answer is judged from its text, not from the exit code (C(hccn_tool) exits 0 for a DOWN link or a
     C(Fault) health state). Answers C(hccn_tool is busy, please try again.) are retried.
   - Parses O(hccn_conf_path) and compares its C(address_<id>) entries with the live IP of each NPU.
@@ -34,11 +39,13 @@ options:
     type: list
     elements: int
   checks:
-    description: Which queries to run.
     type: list
     elements: str
-    choices: [lldp, link, net_health, netdetect, gateway, ip, tls]
-    default: [lldp, link, net_health, netdetect, gateway, ip, tls]
+    description:
+      - Which queries to run. C(optical) is C(hccn_tool -optical -g), C(link_stat) is C(hccn_tool -link_stat -g),
+        C(topology) is C(npu-smi info -t topo) (needs C(npu-smi)).
+    choices: [lldp, link, net_health, netdetect, gateway, ip, tls, optical, link_stat, topology]
+    default: [lldp, link, net_health, netdetect, gateway, ip, tls, optical, link_stat, topology]
   hccn_tool_path:
     description:
       - Path of C(hccn_tool). When omitted it is searched on C(PATH) and in C(/usr/local/Ascend/driver/tools).
@@ -54,6 +61,19 @@ options:
       - Saves a separate M(ascend.kvpool.npu_smi_facts) round trip when only health matters.
     type: bool
     default: false
+  link_flap_threshold:
+    description:
+      - The C(link_stat) check fails for an NPU whose link went down more than this many times since boot
+        (C(link up count) and the C(LINK DOWN) records of C(hccn_tool -link_stat -g)).
+    type: int
+    default: 3
+  topology_groups:
+    description:
+      - Groups of NPU ids (for example the NPUs of each vLLM instance); the C(topology) check judges every pair
+        inside each group against the topology expected for the node's model.
+      - When omitted, all queried NPUs form one group.
+    type: list
+    elements: list
   hccn_conf_path:
     description: The HCCN configuration file to parse and compare with the live addresses.
     type: path
@@ -78,6 +98,9 @@ options:
     default: 60
 notes:
   - Device ids are bounded to 0-15 (an Atlas 800T A2 has 8 NPUs, A3 nodes 16).
+  - The optical thresholds are the module's own (C(Temp High Thres), C(RxPower Low Thres), ...); a module that
+    prints none is judged on presence and alarms only. Output formats and the expected topology per model, with
+    their sources, are in C(docs/hccn-physical-formats.md) of the collection.
 seealso:
   - module: ascend.kvpool.hccn_ping
   - module: ascend.kvpool.npu_smi_facts
@@ -128,6 +151,33 @@ tls:
   returned: always
   type: dict
   sample: {"0": {switch: 0, raw: "dev_id:0, tls switch[0](0:disable, 1:enable), ..."}}
+topology:
+  description:
+    - The C(npu-smi info -t topo) matrix and its judgement (empty when the C(topology) check is off).
+  returned: always
+  type: dict
+  contains:
+    family:
+      description: Product family the expectation comes from (C(a2), C(a3), C(training), C(inference), C(generic)).
+      type: str
+    expected:
+      description: The expected topology of that family, in words.
+      type: str
+    chip_name:
+      description: The chip name of C(npu-smi info) the family was read from.
+      type: str
+    groups:
+      description: The NPU groups whose pairs were checked.
+      type: list
+      elements: list
+    links:
+      description:
+        - Per NPU id (string), per other NPU id, the link word (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ...).
+      type: dict
+  sample:
+    family: a2
+    groups: [[0, 1, 2, 3], [4, 5, 6, 7]]
+    links: {"0": {"0": X, "1": HCCS}}
 hccn_conf:
   description: The parsed HCCN configuration file and its comparison with the live addresses.
   returned: always
@@ -173,13 +223,16 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
+from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn_phys
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_one, run_parallel
 
 MAX_DEVICE_ID = 15
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 TRANSIENT_POLL = 0.25
-QUERY_NAMES = tuple(q[0] for q in _hccn.QUERIES)
+HCCN_QUERIES = _hccn.QUERIES + _hccn_phys.QUERIES
+QUERY_NAMES = tuple(q[0] for q in HCCN_QUERIES)
+CHECK_NAMES = QUERY_NAMES + ('topology',)
 
 
 def finding(npu, check, verdict):
@@ -219,6 +272,40 @@ def discover_devices(npu_smi_path, timeout):
                      'message': 'no NPU found (npu-smi lists none and there is no /dev/davinci<N>); '
                                 'load the driver or set devices', 'raw': None})
     return [], findings
+
+
+def judge(check, res, flap_threshold):
+    """Verdict of one hccn_tool answer, with its exit code and attempts."""
+    if check in _hccn_phys.CHECKS:
+        verdict = _hccn_phys.judge(check, res['rc'], res['stdout'], res['stderr'], flap_threshold)
+    else:
+        verdict = _hccn.judge(check, res['rc'], res['stdout'], res['stderr'])
+    verdict['rc'] = res['rc']
+    verdict['attempts'] = res['attempts']
+    return verdict
+
+
+def topology_result(res, info_res, groups):
+    """The topology matrix of ``npu-smi info -t topo`` and the findings of the pairs of each group."""
+    text = res['stdout'] + '\n' + res['stderr']
+    drv = _npu_smi.driver_error(text)
+    topo = _npu_smi.parse_topo(res['stdout'])
+    chip = None
+    if info_res is not None:
+        npus = _npu_smi.parse_info(info_res['stdout']).get('npus') or []
+        chip = npus[0].get('name') if npus else None
+    out = {'family': None, 'expected': None, 'chip_name': chip, 'groups': groups, 'links': topo['links']}
+    if drv:
+        return out, []  # the driver finding of npu_health / discovery names it
+    if not topo['links']:
+        raw = _hccn._first_line(res['stderr'], res['stdout'])
+        return out, [{'npu': None, 'check': 'topology', 'ok': False, 'state': 'error',
+                      'message': 'npu-smi info -t topo gave no topology matrix (rc %s): %s'
+                                 % (res['rc'], raw or 'no output'), 'raw': raw}]
+    findings, family = _npu_smi.judge_topology(topo, groups, chip)
+    out['family'] = family
+    out['expected'] = _npu_smi.FAMILIES[family]
+    return out, findings
 
 
 def npu_health_findings(res, device_ids):
@@ -274,10 +361,12 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             devices=dict(type='list', elements='int'),
-            checks=dict(type='list', elements='str', choices=list(QUERY_NAMES), default=list(QUERY_NAMES)),
+            checks=dict(type='list', elements='str', choices=list(CHECK_NAMES), default=list(CHECK_NAMES)),
             hccn_tool_path=dict(type='path'),
             npu_smi_path=dict(type='path'),
             npu_health=dict(type='bool', default=False),
+            link_flap_threshold=dict(type='int', default=_hccn_phys.DEFAULT_FLAP_THRESHOLD),
+            topology_groups=dict(type='list', elements='list'),
             hccn_conf_path=dict(type='path', default='/etc/hccn.conf'),
             transient_wait=dict(type='float', default=0),
             max_workers=dict(type='int', default=64),
@@ -293,6 +382,19 @@ def main():
                          % (', '.join(str(b) for b in bad), MAX_DEVICE_ID))
     if p['max_workers'] < 1:
         module.fail_json(msg='max_workers must be at least 1, got %d' % p['max_workers'])
+    if p['link_flap_threshold'] < 0:
+        module.fail_json(msg='link_flap_threshold must be 0 or more, got %d' % p['link_flap_threshold'])
+    groups = None
+    if p['topology_groups'] is not None:
+        groups = []
+        for group in p['topology_groups']:
+            try:
+                ids = sorted(set(int(n) for n in group))
+            except (TypeError, ValueError):
+                module.fail_json(msg='topology_groups: %r is not a list of NPU ids (0-%d)' % (group, MAX_DEVICE_ID))
+            if any(n < 0 or n > MAX_DEVICE_ID for n in ids):
+                module.fail_json(msg='topology_groups: %r has ids out of range 0-%d' % (group, MAX_DEVICE_ID))
+            groups.append(ids)
 
     tool = p['hccn_tool_path'] or module.get_bin_path('hccn_tool', opt_dirs=HCCN_TOOL_DIRS)
     if not tool or not os.access(tool, os.X_OK):
@@ -312,24 +414,38 @@ def main():
                              'set npu_smi_path or npu_health: false' % ', '.join(_npu_smi.SEARCH_DIRS))
 
     checks = [c for c in QUERY_NAMES if c in p['checks']]
-    argv_tail = dict(_hccn.QUERIES)
+    argv_tail = dict(HCCN_QUERIES)
     pairs = [(d, c) for d in device_ids for c in checks]
     argvs = [[tool, '-i', str(d)] + list(argv_tail[c]) for d, c in pairs]
-    health_wanted = p['npu_health'] and bool(device_ids)
-    if health_wanted:
+    topology_wanted = 'topology' in p['checks'] and bool(device_ids)
+    if topology_wanted and not npu_smi:
+        topology_wanted = False
+        node_findings.append({'npu': None, 'check': 'topology', 'ok': False, 'state': 'error',
+                              'message': 'the topology check needs npu-smi, which is not on this host (looked on '
+                                         'PATH and in %s); set npu_smi_path or leave topology out of checks'
+                                         % ', '.join(_npu_smi.SEARCH_DIRS), 'raw': None})
+    info_wanted = (p['npu_health'] or topology_wanted) and bool(device_ids)
+    # The npu-smi reads join the same fan-out: no second round of processes.
+    if info_wanted:
         argvs.append([npu_smi, 'info'])
+    if topology_wanted:
+        argvs.append(_npu_smi.topo_command(npu_smi))
     results = run_parallel(argvs, max_workers=p['max_workers'], retry_if=_hccn.is_busy,
                            retries=p['busy_retries'], timeout=p['command_timeout'])
-    if health_wanted:
-        node_findings.extend(npu_health_findings(results.pop(), device_ids))
+    topo_res = results.pop() if topology_wanted else None
+    info_res = results.pop() if info_wanted else None
+    if p['npu_health'] and info_res is not None:
+        node_findings.extend(npu_health_findings(info_res, device_ids))
+    topology = {}
+    if topo_res is not None:
+        topology, topo_findings = topology_result(topo_res, info_res, groups if groups is not None
+                                                  else [list(device_ids)])
+        node_findings.extend(topo_findings)
 
     devices = dict((str(d), {}) for d in device_ids)
     kinds = dict((d, set()) for d in device_ids)
     for (d, c), res in zip(pairs, results):
-        verdict = _hccn.judge(c, res['rc'], res['stdout'], res['stderr'])
-        verdict['rc'] = res['rc']
-        verdict['attempts'] = res['attempts']
-        devices[str(d)][c] = verdict
+        devices[str(d)][c] = judge(c, res, p['link_flap_threshold'])
         kinds[d].add(_hccn.classify_error(res['rc'], res['stdout'], res['stderr']))
 
     if 'net_health' in checks and p['transient_wait'] > 0:
@@ -343,10 +459,7 @@ def main():
                                  max_workers=p['max_workers'], retry_if=_hccn.is_busy, retries=p['busy_retries'],
                                  timeout=p['command_timeout'])
             for d, res in zip(pending, again):
-                verdict = _hccn.judge('net_health', res['rc'], res['stdout'], res['stderr'])
-                verdict['rc'] = res['rc']
-                verdict['attempts'] = res['attempts']
-                devices[str(d)]['net_health'] = verdict
+                devices[str(d)]['net_health'] = judge('net_health', res, p['link_flap_threshold'])
 
     ips = {}
     tls = {}
@@ -385,6 +498,7 @@ def main():
         devices=devices,
         ips=ips,
         tls=tls,
+        topology=topology,
         hccn_conf=conf,
         checks=all_findings,
         failed_checks=[f for f in all_findings if not f['ok']],

@@ -48,11 +48,15 @@ attributes:
         because it manages no configuration.
 options:
   name:
-    description: Label of the step, returned as RV(step).
+    description:
+      - Label of the step, returned as RV(step).
+      - With O(tool=aisbench) it is also the name of the step's directory under O(aisbench_work_dir), so it must be
+        1-64 letters, digits, C(.), C(_) or C(-), starting with a letter or digit (no C(/), no C(..)).
     type: str
     default: step
   url:
-    description: Base URL of the vLLM instance, for example C(http://10.0.0.11:8002).
+    description: Base URL of the vLLM instance, for example C(http://10.0.0.11:8002) (C(http://) or C(https://);
+      C(HOST:PORT) alone gets C(http://)).
     type: str
     required: true
   model:
@@ -116,6 +120,8 @@ options:
     description:
       - C(/metrics) URLs scraped right before and after the step, by a name of your choice (for example
         C(instance1), C(instance2), C(master)). A scrape that fails is reported, not fatal.
+      - Each must be an C(http://) or C(https://) URL (C(HOST:PORT/metrics) alone gets C(http://)); anything else
+        (a C(file://) URL, an empty value) fails the task before any traffic is sent, naming the entry.
     type: dict
     default: {}
   metrics_prefixes:
@@ -142,8 +148,11 @@ options:
     type: str
     default: ''
   aisbench_work_dir:
-    description: Directory for the rendered config, the dataset file and AISBench's outputs; empty makes a
-      temporary one.
+    description:
+      - Directory for the rendered config, the dataset file and AISBench's outputs; empty makes a temporary one.
+      - Each step uses its own C(<aisbench_work_dir>/<name>). A directory there that an earlier run of this module
+        made (it holds C(.kvpool-benchmark-step)) is replaced; anything else at that path is never removed, and the
+        task fails naming it.
     type: path
   aisbench_timeout:
     description: Seconds the C(ais_bench) run may take.
@@ -261,7 +270,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
 
 def scrape(metrics_urls, prefixes, timeout):
@@ -305,6 +317,57 @@ def dataset_info(data):
     }
 
 
+STEP_MARKER = '.kvpool-benchmark-step'
+
+
+def prepare_step_dir(work, name):
+    """``<work>/<name>``, new and empty, mode 0700; a directory this module made earlier (it holds
+    ``STEP_MARKER``) is removed first. Anything else at that path is left alone and refused: the module never
+    removes what it did not create. ``name`` is a checked path component (``_validate.path_component``)."""
+    step_dir = os.path.join(work, name)
+    if os.path.islink(step_dir) or (os.path.lexists(step_dir) and not os.path.isdir(step_dir)):
+        raise KvpoolError('aisbench_work_dir: %s exists and is not a directory this module made: remove it or '
+                          'choose another name or aisbench_work_dir' % step_dir)
+    if os.path.isdir(step_dir):
+        if not os.path.exists(os.path.join(step_dir, STEP_MARKER)):
+            raise KvpoolError('aisbench_work_dir: %s exists but was not made by kvpool_benchmark (no %s in it), so it '
+                              'is not removed: remove it yourself or choose another name or aisbench_work_dir'
+                              % (step_dir, STEP_MARKER))
+        shutil.rmtree(step_dir)
+    # AISBench's model config holds the API key (when set), and AISBench copies its config into its outputs: the
+    # step's directory is the owner's only, and the config file 0600 in any case.
+    try:
+        os.makedirs(step_dir, 0o700)
+        os.chmod(step_dir, 0o700)
+        with open(os.path.join(step_dir, STEP_MARKER), 'w') as handle:
+            handle.write('made by ascend.kvpool.kvpool_benchmark: removed and made again by the next run of this '
+                         'step\n')
+    except (IOError, OSError) as exc:
+        raise KvpoolError('aisbench_work_dir: cannot create %s: %s' % (step_dir, exc.strerror or exc)) from exc
+    return step_dir
+
+
+def check_params(params):
+    """Everything the argument spec cannot say, in one place; returns the instance URL. Raises KvpoolError."""
+    url = _validate.http_url(params['url'], 'url')
+    for key in ('num_requests', 'input_tokens', 'output_tokens', 'concurrency'):
+        if params[key] < 1:
+            raise KvpoolError('%s must be at least 1 (got %d)' % (key, params[key]))
+    if params['input_tokens'] < 8:
+        raise KvpoolError('input_tokens must be at least 8 (got %d)' % params['input_tokens'])
+    if params['request_timeout'] <= 0:
+        raise KvpoolError('request_timeout must be above 0 seconds (got %s)' % params['request_timeout'])
+    if params['temperature'] < 0:
+        raise KvpoolError('temperature must be 0 or above (got %s)' % params['temperature'])
+    for name in sorted(params['metrics_urls'] or {}):
+        params['metrics_urls'][name] = _validate.http_url(params['metrics_urls'][name], 'metrics_urls.%s' % name)
+    if params['tool'] == 'aisbench':
+        if params['api'] != 'chat':
+            raise KvpoolError('tool=aisbench runs the guide\'s vllm_api_stream_chat: api must be chat')
+        _validate.path_component(params['name'], 'name')
+    return url
+
+
 def run_aisbench(module, params, url, model, data):
     scheme, host, port, base = _loadgen.split_url(url)
     if scheme != 'http' or base:
@@ -316,13 +379,7 @@ def run_aisbench(module, params, url, model, data):
                              'pip install ais_bench_benchmark) or set aisbench_command'
                              % (command, socket.gethostname()))
     work = params['aisbench_work_dir'] or tempfile.mkdtemp(prefix='kvpool-aisbench-')
-    step_dir = os.path.join(work, params['name'])
-    if os.path.isdir(step_dir):
-        shutil.rmtree(step_dir)
-    # AISBench's model config holds the API key (when set), and AISBench copies its config into its outputs: the
-    # step's directory is the owner's only, and the config file 0600 in any case.
-    os.makedirs(step_dir, 0o700)
-    os.chmod(step_dir, 0o700)
+    step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
                                         params['concurrency'], params['temperature'], params['ignore_eos'],
                                         api_key=params['api_key'])
@@ -345,7 +402,10 @@ def run_aisbench(module, params, url, model, data):
     tail = (out + '\n' + err).strip().splitlines()[-40:]
     info = {'command': argv, 'rc': rc, 'work_dir': step_dir, 'config': config_path, 'dataset': dataset_path,
             'output_tail': tail, 'wall_s': round(wall, 3)}
-    results = _aisbench.read_results(outputs)
+    try:
+        results = _aisbench.read_results(outputs)
+    except KvpoolError as exc:
+        module.fail_json(msg='ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc), aisbench=info)
     if rc != 0 or results is None:
         module.fail_json(msg='ais_bench failed (rc %s)%s; see aisbench.output_tail'
                          % (rc, '' if results else ', no performance results under %s' % outputs), aisbench=info)
@@ -384,17 +444,12 @@ def main():
         ),
         supports_check_mode=True,
     )
+    _errors.guard(module, run, module)
+
+
+def run(module):
     params = module.params
-    url = params['url'].rstrip('/')
-    if '://' not in url:
-        url = 'http://' + url
-    for key in ('num_requests', 'input_tokens', 'output_tokens', 'concurrency'):
-        if params[key] < 1:
-            module.fail_json(msg='%s must be at least 1 (got %d)' % (key, params[key]))
-    if params['tool'] == 'aisbench' and params['api'] != 'chat':
-        module.fail_json(msg='tool=aisbench runs the guide\'s vllm_api_stream_chat: api must be chat')
-    if params['input_tokens'] < 8:
-        module.fail_json(msg='input_tokens must be at least 8 (got %d)' % params['input_tokens'])
+    url = check_params(params)
     result = {'changed': False, 'step': params['name'], 'url': url, 'model': params['model'], 'tool': params['tool'],
               'check_mode': module.check_mode}
     if module.check_mode:

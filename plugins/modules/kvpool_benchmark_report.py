@@ -50,7 +50,8 @@ options:
     type: path
     required: true
   basename:
-    description: File name without extension (C(.json), C(.md), C(.png) are added).
+    description: File name without extension (C(.json), C(.md), C(.png) are added); 1-64 letters, digits, C(.),
+      C(_) or C(-), starting with a letter or digit.
     type: str
     default: kvpool_benchmark
   label:

@@ -14,7 +14,10 @@ module: npu_smi_facts
 short_description: Read NPU count, health, HBM use and running processes of an Ascend node with npu-smi
 version_added: 0.1.0
 description:
-  - Runs C(npu-smi info) and C(npu-smi info -l) concurrently and parses their text.
+  - Runs C(npu-smi info), C(npu-smi info -l) and C(npu-smi info -t topo) concurrently and parses their text.
+  - The topology matrix (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ... per NPU pair) comes with the product
+    family read from the chip name and the topology that family should have (Atlas 800T A2, HCCS between every
+    pair of its 8 NPUs); M(ascend.kvpool.hccn_facts) judges the pairs an instance uses against it.
   - Reports the driver as not loaded (instead of failing) when C(npu-smi) prints
     C(dcmi module initialize failed), so that a verification play can name it in its summary.
   - Reads only; changes nothing on the node.
@@ -26,6 +29,10 @@ options:
   npu_smi_path:
     description: Path of C(npu-smi); searched on C(PATH) and in C(/usr/local/bin) and C(/usr/local/sbin) when omitted.
     type: path
+  topology:
+    description: Also read C(npu-smi info -t topo) (in the same fan-out) and return RV(topology).
+    type: bool
+    default: true
 seealso:
   - module: ascend.kvpool.hccn_facts
 """
@@ -95,6 +102,21 @@ busy_npus:
   returned: always
   type: list
   elements: int
+topology:
+  description:
+    - The NPU-to-NPU matrix of C(npu-smi info -t topo). C(links) maps each NPU id (string) to the link word to
+      every other NPU id; C(label) is C(NPU) or C(Phy-ID) (A3); C(family) (C(a2), C(a3), C(training),
+      C(inference), C(generic)) and C(expected) say what the node's model should show; C(error) is set when
+      npu-smi printed no matrix.
+  returned: when O(topology) is true and the driver answers
+  type: dict
+  sample:
+    label: NPU
+    ids: [0, 1]
+    links: {"0": {"0": X, "1": HCCS}, "1": {"0": HCCS, "1": X}}
+    affinity: {"0": 144-167, "1": 144-167}
+    family: a2
+    expected: "Atlas A2 (910B): HCCS between every pair of the 8 NPUs of a board"
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -103,14 +125,14 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(npu_smi_path=dict(type='path')),
+        argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True)),
         supports_check_mode=True,
     )
     tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
         module.fail_json(msg=_npu_smi.NOT_FOUND)
 
-    res = _npu_smi.read(tool)
+    res = _npu_smi.read(tool, module.params['topology'])
     if res.get('failed'):
         module.fail_json(msg=res['msg'])
     module.exit_json(changed=False, **res)

@@ -552,6 +552,10 @@ def main():
         module.fail_json(msg='not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
     misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
     if misplaced:
+        # Mask the key wherever fail_json would echo it (the task's invocation holds extra_args as given).
+        module.no_log_values.update(_vllm.api_key_values(p['extra_args']))
+        if _vllm.API_KEY_ENV in env and env[_vllm.API_KEY_ENV]:
+            module.no_log_values.add(env[_vllm.API_KEY_ENV])
         module.fail_json(msg='set the API key with api_key (kept out of the command line, the settings file and the '
                              'output), not %s' % ' or '.join(misplaced))
     if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import math
 
 # The seed guide's benchmark and result (2 x Atlas 800T A2, Qwen2.5-72B-Instruct, TP 4, vllm-ascend v0.22.1rc1,
 # AISBench: 100 requests of 1024 input / 10 output tokens at concurrency 25).
@@ -44,41 +45,49 @@ CROSS_NODE_HINT = 'PYTHONHASHSEED mismatch or pool not shared'
 
 
 def _num(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (booleans, NaN and infinities are no measurement)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if not (math.isnan(value) or math.isinf(value)) else None
+
+
+def _d(value):
+    """``value`` if it is a dict, else an empty one: results come from registered task output and may be anything."""
+    return value if isinstance(value, dict) else {}
 
 
 def _stat(step, metric, key):
-    summary = (step or {}).get('summary') or {}
-    return _num((summary.get(metric) or {}).get(key))
+    return _num(_d(_d(_d(step).get('summary')).get(metric)).get(key))
 
 
 def _hits(step, which):
-    entry = ((step or {}).get('metrics') or {}).get(which) or {}
-    return entry.get('hits'), entry.get('error')
+    entry = _d(_d(_d(step).get('metrics')).get(which))
+    hits = entry.get('hits')
+    return (hits if isinstance(hits, dict) else None), entry.get('error')
 
 
 def _master(step):
-    for name, entry in sorted(((step or {}).get('metrics') or {}).items()):
-        if entry.get('master'):
+    for name, entry in sorted(_d(_d(step).get('metrics')).items()):
+        if isinstance(entry, dict) and isinstance(entry.get('master'), dict):
             return name, entry['master'], entry.get('error')
     return None, None, None
 
 
 def _is_simulated(steps):
     for step in steps.values():
-        for entry in ((step or {}).get('metrics') or {}).values():
-            for series in (entry.get('after') or {}):
-                if series.startswith('kvpool_sim_'):
+        for entry in _d(_d(step).get('metrics')).values():
+            for series in _d(_d(entry).get('after')):
+                if str(series).startswith('kvpool_sim_'):
                     return True
     return False
 
 
 def _usable(result):
-    return isinstance(result, dict) and not result.get('skipped') and result.get('summary') is not None
+    return isinstance(result, dict) and not result.get('skipped') and isinstance(result.get('summary'), dict)
 
 
 def _fmt(value, digits=1, unit=''):
-    if value is None:
+    if value is None or (isinstance(value, float) and _num(value) is None):
         return '-'
     if isinstance(value, float):
         text = ('%.' + str(digits) + 'f') % value
@@ -88,6 +97,7 @@ def _fmt(value, digits=1, unit=''):
 
 
 def _pct(rate):
+    rate = _num(rate)
     return '-' if rate is None else '%.1f%%' % (100.0 * rate)
 
 
@@ -116,8 +126,14 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
             step.update(status='check mode', summary=None, message=res.get('msg'))
             steps.append(step)
             continue
+        if not isinstance(res, dict):
+            step.update(status='error', summary=None,
+                        error='the result of %s is a %s, not a kvpool_benchmark result: pass the registered result '
+                              'of the step\'s kvpool_benchmark task' % (spec['id'], type(res).__name__))
+            steps.append(step)
+            continue
         if not _usable(res):
-            step.update(status='error', error=(res or {}).get('msg') or 'no result', summary=None)
+            step.update(status='error', error=str(res.get('msg') or 'no result'), summary=None)
             steps.append(step)
             continue
         hits, hits_error = _hits(res, spec['instance'])
@@ -131,7 +147,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
             other_instance_hits=other_hits, master=master, master_source=master_name, master_error=master_error,
             reference_ttft_ms=(reference.get('ttft_ms') or {}).get(spec['id']),
         )
-        if res.get('aisbench'):
+        if isinstance(res.get('aisbench'), dict):
             step['aisbench'] = dict((k, v) for k, v in res['aisbench'].items() if k != 'output_tail')
         steps.append(step)
     by_id = dict((s['id'], s) for s in steps)
@@ -165,14 +181,19 @@ def _check(name, ok, message, step=None):
 def _checks(by_id):
     out = []
     ran = [sid for sid in ('step1', 'flush', 'step2', 'step3') if by_id.get(sid, {}).get('status') == 'ok']
+    attempted = [sid for sid in MEASURED if by_id.get(sid, {}).get('status') not in ('not run', 'check mode')]
+    if not attempted and not any(by_id.get(sid, {}).get('status') == 'check mode' for sid in MEASURED):
+        out.append(_check('no_step_ran', False, 'no step of the benchmark ran (every result is missing or skipped): '
+                          'nothing was measured; run benchmark.yml without --tags / --limit that skip its steps'))
     for sid in ('step1', 'flush', 'step2', 'step3'):
         step = by_id.get(sid) or {}
         if step.get('status') == 'error':
             out.append(_check('step_failed', False, '%s could not run: %s' % (step['title'], step.get('error')), sid))
             continue
         summary = step.get('summary') or {}
-        if step.get('status') == 'ok' and summary.get('failed'):
-            errors = '; '.join('%s x%d' % (e['error'], e['count']) for e in summary.get('errors') or [])
+        if step.get('status') == 'ok' and _num(summary.get('failed')):
+            errors = '; '.join('%s x%s' % (_d(e).get('error'), _d(e).get('count'))
+                               for e in (summary.get('errors') if isinstance(summary.get('errors'), list) else []))
             out.append(_check('failed_requests', False, '%s: %d of %d requests failed: %s'
                               % (step['title'], summary['failed'], summary.get('requests') or 0, errors), sid))
     for sid in ran:
@@ -231,6 +252,9 @@ def _checks(by_id):
 def summary_lines(report):
     label = (' [%s]' % report['label']) if report.get('label') else ''
     verdict = 'as in the guide' if report['ok'] else '%d finding(s)' % len(report['findings'])
+    missing = [s['guide'] for s in report['steps'] if s['id'] in MEASURED and s['status'] != 'ok']
+    if report['ok'] and missing:
+        verdict = 'partial run, no finding in what ran (%s not run or in check mode)' % ', '.join(missing)
     lines = ['KV pool TTFT benchmark%s: %s' % (label, verdict)]
     for step in report['steps']:
         if step['id'] == 'flush':
@@ -244,7 +268,7 @@ def summary_lines(report):
             state = step['status'] + (': ' + step['error'] if step.get('error') else '')
             lines.append('  %-6s %s' % (step['guide'] or step['id'], state))
             continue
-        ttft = step['summary'].get('ttft_ms') or {}
+        ttft = _d(step['summary'].get('ttft_ms'))
         hits = step.get('hits') or {}
         lines.append('  %-6s TTFT mean %s / median %s / p90 %s ms (guide %s ms, other hardware); prefix hits %s, '
                      'external hits %s; %s/%s ok'
@@ -299,14 +323,14 @@ def render_markdown(report, chart_name=None):
             out.append('| %s | %s | %s | | | | | | | |' % (name, step['instance'], state))
             continue
         summary = step['summary']
-        ttft_s = summary.get('ttft_ms') or {}
+        ttft_s = _d(summary.get('ttft_ms'))
         hits = step.get('hits') or {}
-        master_after = (step.get('master') or {}).get('after') or {}
-        used = master_after.get('allocated_bytes')
+        master_after = _d(_d(step.get('master')).get('after'))
+        used = _num(master_after.get('allocated_bytes'))
         out.append('| %s | %s | %s/%s | %s / %s / %s / %s | %s | %s | %s | %s | %s / %s | %s / %s |' % (
             name, step['instance'], summary.get('succeeded'), summary.get('failed'),
             _fmt(ttft_s.get('mean')), _fmt(ttft_s.get('median')), _fmt(ttft_s.get('p90')), _fmt(ttft_s.get('p99')),
-            _fmt((summary.get('tpot_ms') or {}).get('median')), _fmt((summary.get('e2e_ms') or {}).get('median')),
+            _fmt(_d(summary.get('tpot_ms')).get('median')), _fmt(_d(summary.get('e2e_ms')).get('median')),
             _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')),
             _fmt(hits.get('pool_own_segment_tokens'), 0), _fmt(hits.get('pool_other_segment_tokens'), 0),
             _fmt(master_after.get('key_count'), 0), _fmt(used / 1048576.0 if used is not None else None)))
@@ -350,11 +374,11 @@ def render_chart(report, path):
         return 'no measured step: no chart'
     labels, medians, p90s, notes = [], [], [], []
     for step in steps:
-        ttft = (step.get('summary') or {}).get('ttft_ms') or {}
+        ttft = _d(_d(step.get('summary')).get('ttft_ms'))
         hits = step.get('hits') or {}
         labels.append('%s\n%s' % (step['guide'], step['title'].split(': ', 1)[1]))
-        medians.append(ttft.get('median') or 0.0)
-        p90s.append(ttft.get('p90') or 0.0)
+        medians.append(_num(ttft.get('median')) or 0.0)
+        p90s.append(_num(ttft.get('p90')) or 0.0)
         notes.append('prefix hits %s\nexternal hits %s'
                      % (_pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate'))))
     fig, axis = plt.subplots(figsize=(9.5, 5.6), dpi=110)

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
 import os
 
@@ -18,14 +19,21 @@ from ansible.plugins.action import ActionBase
 
 def write_atomic(path, text):
     """Write ``text`` to ``path`` through a temporary file and a rename (a reader never sees half a report);
-    creates the parent directory. Raises OSError/IOError."""
+    creates the parent directory. Raises OSError/IOError (``path`` a directory included), leaving no temporary
+    file behind."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, 'is a directory, not a file: name a file', path)
     parent = os.path.dirname(path)
     if parent and not os.path.isdir(parent):
         os.makedirs(parent)
     tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'w') as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def host_values(hostvars, var, hosts):

@@ -391,6 +391,66 @@ def test_no_fabric_state_is_reported(tmp_path):
     assert res.returncode == 1 and "SIMULATED hccn_tool: no usable fabric state" in res.stderr
 
 
+# --- hccn_tool: the physical layer (-optical, -link_stat) ------------------------------------------------------------
+FIXTURES = HERE.parents[1] / "tests" / "unit" / "plugins" / "module_utils" / "fixtures"
+
+
+def _recorded_stdout(name):
+    """stdout section of a recorded fixture (the format the stub must print)."""
+    text = (FIXTURES / name).read_text()
+    return text.split("#@ stdout\n", 1)[1]
+
+
+def test_optical_healthy_is_the_recorded_layout(sim):
+    res = sim.hccn("-i", "2", "-optical", "-g")
+    assert res.returncode == 0 and res.stderr == ""
+    recorded = _recorded_stdout("hccn_optical_present_reconstructed.txt").splitlines()
+    got = res.stdout.splitlines()
+    # line by line the recorded answer, except the serial number (SIMULATED)
+    assert len(got) == len(recorded)
+    for mine, real in zip(got, recorded):
+        if real.startswith("vendor serial number"):
+            assert mine == "vendor serial number : SIMULATED"
+        else:
+            assert mine == real
+
+
+@pytest.mark.parametrize("value,expect", [
+    ("missing", "present              : not present"),
+    ("rx_low", "Rx Power2            : 0.0054 mW"),
+    ("temp_alarm", "temperature          : 75 C"),
+])
+def test_optical_faults(sim, value, expect):
+    sim.fault("node1", 4, "optical", value)
+    assert expect in sim.hccn("-i", "4", "-optical", "-g").stdout.splitlines()
+    assert expect not in sim.hccn("-i", "3", "-optical", "-g").stdout.splitlines()
+    if value == "rx_low":
+        assert "Rx Los Flag          : 0xff" in sim.hccn("-i", "4", "-optical", "-g").stdout
+
+
+def test_link_stat_default_flaps_and_down(sim):
+    res = sim.hccn("-i", "5", "-link_stat", "-g")
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0
+    assert re.match(r"^\[devid 5\]current time        : \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$", lines[0])
+    assert lines[1:3] == ["[devid 5]link up count       : 1", "[devid 5]link change records :"]
+    assert re.match(r"^\[devid 5\]    \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}    LINK UP$", lines[3])
+    sim.fault("node1", 5, "link_flap", "4")
+    lines = sim.hccn("-i", "5", "-link_stat", "-g").stdout.splitlines()
+    assert lines[1] == "[devid 5]link up count       : 5"
+    assert sum(line.endswith("LINK DOWN") for line in lines) == 4
+    sim.fault("node1", 5, "link", "DOWN")
+    assert sim.hccn("-i", "5", "-link_stat", "-g").stdout.splitlines()[3].endswith("LINK DOWN")
+
+
+@pytest.mark.parametrize("check,value", [("link_flap", "0"), ("link_flap", "x"), ("topology", "3:HCCS"),
+                                         ("topology", "2:SYS"), ("topology", "SYS"), ("optical", "dusty")])
+def test_physical_fault_bad_values(sim, check, value):
+    res = sim.mockctl("fault", "set", "--node", "node1", "--npu", "2", "--check", check, "--value", value,
+                      check=False)
+    assert res.returncode != 0 and check in res.stderr
+
+
 # --- npu-smi ------------------------------------------------------------------------------------------------------
 def test_npu_smi_info_table(sim):
     sim.fault("node1", 5, "npu_health", "Critical")
@@ -420,6 +480,20 @@ def test_npu_smi_info_list(sim):
     assert res.stdout.startswith("\tTotal Count                    : 8\n\n\tNPU ID                         : 0\n"
                                  "\tChip Count                     : 1\n")
     assert res.stdout.count("NPU ID") == 8
+
+
+def test_npu_smi_topo_is_the_recorded_matrix(sim):
+    res = sim.npu_smi("info", "-t", "topo")
+    assert res.returncode == 0
+    assert res.stdout == _recorded_stdout("npu_smi_topo_910b3.txt")
+
+
+def test_npu_smi_topo_fault_degrades_one_pair_both_ways(sim):
+    sim.fault("node2", 6, "topology", "1:sys")
+    lines = sim.npu_smi("info", "-t", "topo", node="node2").stdout.splitlines()
+    assert lines[2].split()[7] == "SYS" and lines[7].split()[2] == "SYS"
+    assert sum(line.split().count("SYS") for line in lines[1:9]) == 2
+    assert "SYS" not in sim.npu_smi("info", "-t", "topo", node="node1").stdout.split("Legend")[0]
 
 
 def test_npu_smi_unsimulated(sim):

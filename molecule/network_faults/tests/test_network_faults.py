@@ -1,4 +1,5 @@
-"""Every fault the SIMULATED mock nodes can inject is caught, and the summary names node, NPU, check and raw line.
+"""Every fault the SIMULATED mock nodes can inject is caught, and the summary names node, NPU, check and raw line
+(the RoCE ports, the optical modules, link flaps, the NPU-to-NPU topology, the node).
 
 Each round sets several faults on different (node, NPU) pairs, runs the operator's command once
 (`ansible-playbook verify_network.yml -i inventories/sim`) and reads the JSON report and the printed summary.
@@ -88,6 +89,60 @@ def test_healthy_npus_are_not_reported(port_round):
         assert [f for f in port_round.findings(node=node, npu=npu) if f['check'] != 'ping'] == []
 
 
+# The physical layer: the RoCE optical modules, link flaps since boot, the NPU-to-NPU topology (SIMULATED faults).
+PHYSICAL_FAULTS = [
+    (('node1', 0, 'optical', 'missing'), ('node1', 0, 'optical', 'present              : not present')),
+    (('node1', 2, 'optical', 'rx_low'), ('node1', 2, 'optical', 'Rx Power0            : 0.0054 mW')),
+    (('node2', 4, 'optical', 'temp_alarm'), ('node2', 4, 'optical', 'temperature          : 75 C')),
+    (('node2', 6, 'link_flap', '5'), ('node2', 6, 'link_stat', '[devid 6]link up count       : 6')),
+    (('node1', 3, 'topology', '6:SYS'), ('node1', 3, 'topology', 'NPU3 ')),
+]
+PHYSICAL_MESSAGES = {
+    ('node1', 0, 'optical'): 'optical module not present',
+    ('node1', 2, 'optical'): "RX power lanes 0, 1, 2, 3 0.0054 mW below the module's low threshold 0.1445 mW",
+    ('node2', 4, 'optical'): "temperature 75 C above the module's high threshold 70 C",
+    ('node2', 6, 'link_stat'): 'link went down 5 time(s) since boot',
+    ('node1', 3, 'topology'): 'NPU 3 <-> NPU 6: SYS, expected HCCS',
+}
+
+
+@pytest.fixture(scope='module')
+def physical_round():
+    # 2 flaps on node1 NPU 5 stay under the default threshold (3): not reported.
+    set_faults([pair[0] for pair in PHYSICAL_FAULTS] + [('node1', 5, 'link_flap', '2')])
+    return lib.playbook()
+
+
+@pytest.mark.parametrize('fault,expected', PHYSICAL_FAULTS,
+                         ids=['%s-npu%s-%s' % pair[0][:3] for pair in PHYSICAL_FAULTS])
+def test_physical_fault_is_named(physical_round, fault, expected):
+    _assert_named(physical_round, *expected)
+    node, npu, check = expected[:3]
+    hits = physical_round.findings(node=node, npu=npu, check=check)
+    assert any(PHYSICAL_MESSAGES[(node, npu, check)] in h['message'] for h in hits), hits
+
+
+def test_physical_round_reports_nothing_else(physical_round):
+    assert physical_round.rc != 0
+    named = set((f['node'], f['npu'], f['check']) for f in physical_round.report['findings'])
+    assert named == set(PHYSICAL_MESSAGES), physical_round.report['summary']
+
+
+def test_flap_threshold_and_checks_are_the_operators():
+    set_faults([('node1', 5, 'link_flap', '2'), ('node2', 1, 'optical', 'missing')])
+    run = lib.playbook(extra_vars={'npu_network_link_flap_threshold': 1,
+                                   'npu_network_checks': ['link', 'link_stat', 'topology']})
+    assert [(f['node'], f['npu'], f['check']) for f in run.report['findings']] == [('node1', 5, 'link_stat')]
+
+
+def test_topology_checks_only_the_pairs_an_instance_uses():
+    set_faults([('node1', 3, 'topology', '6:SYS')])
+    run = lib.playbook(extra_vars={'npu_network_npu_groups': [[0, 1, 2, 3], [4, 5, 6, 7]]})
+    assert run.rc == 0 and run.report['ok'], run.report['summary']
+    run = lib.playbook(extra_vars={'npu_network_npu_groups': [[2, 3, 6, 7]]})
+    assert [(f['node'], f['npu'], f['check']) for f in run.report['findings']] == [('node1', 3, 'topology')]
+
+
 @pytest.fixture(scope='module')
 def health_round():
     slots = [('node1', i) for i in range(8)] + [('node2', 0)]
@@ -148,7 +203,11 @@ def test_missing_hccn_tool_names_the_host():
     ({'npu_network_devices': 'all'}, 'npu_network_devices'),
     ({'npu_network_ping_strategy': 'ring'}, 'npu_network_ping_strategy'),
     ({'npu_network_checks': ['link', 'speed']}, 'npu_network_checks'),
-], ids=['device-out-of-range', 'devices-wrong-type', 'unknown-strategy', 'unknown-check'])
+    ({'npu_network_npu_groups': [[0, 1], [2, 16]]}, 'npu_network_npu_groups must be a list of lists of NPU ids'),
+    ({'npu_network_npu_groups': [0, 1]}, 'npu_network_npu_groups'),
+    ({'npu_network_link_flap_threshold': -1}, 'npu_network_link_flap_threshold'),
+], ids=['device-out-of-range', 'devices-wrong-type', 'unknown-strategy', 'unknown-check', 'group-id-out-of-range',
+        'groups-not-lists', 'negative-flap-threshold'])
 def test_bad_input_is_rejected_naming_the_variable(extra, needle):
     lib.mockctl('fault', 'clear')
     run = lib.playbook(extra_vars=extra)

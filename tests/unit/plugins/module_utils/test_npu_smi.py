@@ -13,10 +13,15 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._npu_smi import (
     DRIVER_ERROR_MARKER,
     driver_error,
     driver_error_message,
+    FAMILIES,
+    expected_links,
     facts,
     judge_health,
+    judge_topology,
     parse_info,
     parse_list,
+    parse_topo,
+    topo_family,
 )
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import (
     fixture_names,
@@ -77,13 +82,19 @@ DRIVER_ERRORS = {
 
 LISTS = ["npu_smi_list_blank_lines.txt", "npu_smi_list_compact.txt"]
 
+# fixture -> (label, ids, legend words)
+TOPO = {
+    "npu_smi_topo_910b3.txt": ("NPU", list(range(8)), ["HCCS", "NA", "PHB", "PIX", "PXB", "SYS", "X"]),
+    "npu_smi_topo_a3_partial.txt": ("Phy-ID", [2, 3, 12, 13], []),
+}
+
 
 def _info(name):
     return parse_info(read_answer(name)["stdout"])
 
 
 def test_every_npu_smi_fixture_is_exercised():
-    assert set(fixture_names("npu_smi_")) == set(INFO) | set(DRIVER_ERRORS) | set(LISTS)
+    assert set(fixture_names("npu_smi_")) == set(INFO) | set(DRIVER_ERRORS) | set(LISTS) | set(TOPO)
 
 
 @pytest.mark.parametrize("name", sorted(INFO))
@@ -280,3 +291,134 @@ def test_facts_when_the_driver_is_not_loaded_or_npu_smi_fails():
     assert got["driver_loaded"] is False and "driver not loaded" in got["driver_message"] and got["count"] == 0
     got = facts({"rc": 2, "stdout": "", "stderr": "Segmentation fault"}, {"rc": 2, "stdout": "", "stderr": ""})
     assert got == {"failed": True, "msg": "npu-smi info failed with rc 2: Segmentation fault"}
+
+
+# --------------------------------------------------------------------------------------------------
+# npu-smi info -t topo
+
+
+@pytest.mark.parametrize("name", sorted(TOPO))
+def test_parse_topo_recorded(name):
+    label, ids, legend = TOPO[name]
+    topo = parse_topo(read_answer(name)["stdout"])
+    assert topo["label"] == label and topo["ids"] == ids
+    assert sorted(topo["legend"]) == legend
+    for me, row in topo["links"].items():
+        assert row[me] == "X"
+        assert sorted(int(k) for k in row) == ids
+
+
+def test_910b3_matrix_is_hccs_between_every_pair_and_keeps_the_cpu_affinity():
+    topo = parse_topo(read_answer("npu_smi_topo_910b3.txt")["stdout"])
+    assert all(link == "HCCS" for a, row in topo["links"].items() for b, link in row.items() if a != b)
+    assert topo["affinity"]["0"] == "144-167" and topo["affinity"]["7"] == "48-71"
+    assert topo["rows"]["3"].startswith("NPU3")
+    findings, family = judge_topology(topo, [list(range(8))], "910B3")
+    assert (findings, family) == ([], "a2")
+
+
+def test_a3_matrix_sio_inside_a_module_hccs_sw_between_modules():
+    topo = parse_topo(read_answer("npu_smi_topo_a3_partial.txt")["stdout"])
+    assert topo["links"]["2"]["3"] == "SIO" and topo["links"]["3"]["12"] == "HCCS_SW"
+    # Rows 12 and 13 are not in the published excerpt: the pairs are read from rows 2 and 3 (the matrix is
+    # symmetric); the pair 12-13 itself is unknown and named.
+    findings, family = judge_topology(topo, [[2, 3, 12, 13]], "Ascend910")
+    assert family == "a3"
+    assert [(f["npu"], f["state"]) for f in findings] == [(12, "fail")]
+    assert "NPU 12 <-> NPU 13: not reported, expected SIO" in findings[0]["message"]
+
+
+@pytest.mark.parametrize("name,family", [
+    ("npu_smi_info_910b2_running.txt", "a2"), ("npu_smi_info_910b3_noname.txt", "a2"),
+    ("npu_smi_info_910b4_mixed.txt", "a2"), ("npu_smi_info_910b2c_trailing_blank.txt", "a2"),
+    ("npu_smi_info_a3_idle.txt", "a3"), ("npu_smi_info_310p3_multichip.txt", "inference"),
+    ("npu_smi_info_310b4_alarm.txt", "inference"),
+])
+def test_family_from_the_recorded_chip_names(name, family):
+    assert topo_family(_info(name)["npus"][0]["name"]) == family
+
+
+def test_family_of_other_names():
+    assert topo_family("Ascend 910A") == "training" and topo_family("910ProB") == "training"
+    assert topo_family(None, "Phy-ID") == "a3" and topo_family("") == "generic"
+    assert set(FAMILIES) == {"a2", "a3", "training", "inference", "generic"}
+
+
+def test_expected_links_per_family():
+    assert expected_links("a2", 0, 7) == ("HCCS",) and expected_links("a2", 7, 8) == ()
+    assert expected_links("training", 0, 3) == ("HCCS",) and expected_links("training", 3, 4) == ()
+    assert expected_links("a3", 4, 5) == ("SIO",) and "HCCS_SW" in expected_links("a3", 5, 6)
+    assert expected_links("inference", 0, 1) is None
+
+
+def _matrix(ids, link, bad=None):
+    rows = ["        " + "   ".join("NPU%d" % i for i in ids) + "   CPU Affinity"]
+    for a in ids:
+        cells = ["X" if a == b else (bad[1] if bad and {a, b} == set(bad[0]) else link) for b in ids]
+        rows.append("NPU%d   %s   0-23" % (a, "   ".join(cells)))
+    return "\n".join(rows)
+
+
+def test_a_degraded_pair_is_named_with_its_row():
+    topo = parse_topo(_matrix(range(8), "HCCS", ((3, 6), "PIX")))
+    findings, _family = judge_topology(topo, [[0, 1, 2, 3], [4, 5, 6, 7]], "910B3")
+    assert findings == []  # 3 and 6 are in different instances
+    findings, _family = judge_topology(topo, [[2, 3, 6]], "910B3")
+    assert [(f["npu"], f["check"], f["ok"]) for f in findings] == [(3, "topology", False)]
+    assert findings[0]["message"].startswith("NPU 3 <-> NPU 6: PIX, expected HCCS (Atlas A2")
+    assert findings[0]["raw"].startswith("NPU3")
+
+
+def test_training_series_instance_across_rings_is_named():
+    topo = parse_topo(_matrix(range(8), "HCCS"))
+    findings, family = judge_topology(topo, [[2, 3, 4, 5]], "910A")
+    assert family == "training"
+    assert [(f["npu"]) for f in findings] == [2, 2, 3, 3]  # 2-4, 2-5, 3-4, 3-5 cross the two rings
+    assert "not HCCS-connected on this model" in findings[0]["message"]
+
+
+def test_inference_cards_have_no_hccs_to_check():
+    topo = parse_topo(_matrix(range(2), "PIX"))
+    assert judge_topology(topo, [[0, 1]], "310P3") == ([], "inference")
+
+
+def test_npu_missing_from_the_matrix_is_named():
+    topo = parse_topo(_matrix(range(4), "HCCS"))
+    findings, _family = judge_topology(topo, [[0, 9]], "910B3")
+    assert [(f["npu"], f["state"]) for f in findings] == [(9, "error")]
+
+
+def test_facts_with_topology():
+    ok = {"rc": 0, "stdout": read_answer("npu_smi_info_910b2_running.txt")["stdout"], "stderr": ""}
+    listing = {"rc": 0, "stdout": read_answer("npu_smi_list_compact.txt")["stdout"], "stderr": ""}
+    topo = {"rc": 0, "stdout": read_answer("npu_smi_topo_910b3.txt")["stdout"], "stderr": ""}
+    res = facts(ok, listing, topo)
+    assert res["topology"]["family"] == "a2" and "error" not in res["topology"]
+    res = facts(ok, listing, {"rc": 1, "stdout": "", "stderr": "Unknown type topo"})
+    assert "Unknown type topo" in res["topology"]["error"]
+    assert "topology" not in facts(ok, listing)
+
+
+# --------------------------------------------------------------------------------------------------
+# property tests: any text in, a parse / a list of findings out, never an exception
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_TOPO_WORDS = st.sampled_from(["NPU0", "NPU1", "NPU12", "Phy-ID3", "X", "HCCS", "HCCS_SW", "SIO", "SYS", "PIX",
+                               "CPU", "Affinity", "Legend:", "=", "0-23", "\t", "  ", "\n", "NA"])
+_TOPO_TEXT = st.one_of(st.text(max_size=400), st.lists(_TOPO_WORDS, max_size=60).map(" ".join))
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_TOPO_TEXT, chip=st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["910B3", "Ascend910"])),
+       groups=st.lists(st.lists(st.integers(0, 15), max_size=6), max_size=3))
+def test_topo_parser_and_judge_take_any_text(text, chip, groups):
+    topo = parse_topo(text)
+    assert sorted(topo) == ["affinity", "ids", "label", "legend", "links", "rows"]
+    for row in topo["links"].values():
+        assert all(isinstance(link, str) for link in row.values())
+    findings, family = judge_topology(topo, groups, chip)
+    assert family in FAMILIES
+    for f in findings:
+        assert f["check"] == "topology" and f["ok"] is False and f["state"] in ("fail", "error")
+        assert isinstance(f["message"], str) and isinstance(f["npu"], int)

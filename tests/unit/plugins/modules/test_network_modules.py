@@ -27,22 +27,27 @@ SMI = '/usr/local/bin/npu-smi'
 HEALTHY = {
     'lldp': 'hccn_lldp_full.txt', 'link': 'hccn_link_up.txt', 'net_health': 'hccn_net_health_success.txt',
     'netdetect': 'hccn_netdetect_addr.txt', 'gateway': 'hccn_gateway_ok.txt', 'ip': 'hccn_ip_ok.txt',
-    'tls': 'hccn_tls_ok.txt',
+    'tls': 'hccn_tls_ok.txt', 'optical': 'hccn_optical_present_reconstructed.txt',
+    'link_stat': 'hccn_link_stat_910a.txt',
 }
 
 
 class Node(object):
     """Answers run_command from recorded fixtures; records every call (thread-safe)."""
 
-    def __init__(self, overrides=None, smi_list='npu_smi_list_compact.txt', smi_info='npu_smi_info_reference.txt'):
+    def __init__(self, overrides=None, smi_list='npu_smi_list_compact.txt', smi_info='npu_smi_info_reference.txt',
+                 smi_topo='npu_smi_topo_910b3.txt'):
         self.overrides = overrides or {}
         self.smi_list = smi_list
         self.smi_info = smi_info
+        self.smi_topo = smi_topo
         self.calls = []
         self.lock = threading.Lock()
 
     def answer(self, argv):
         if argv[0] == SMI:
+            if argv[1:] == ['info', '-t', 'topo']:
+                return self.smi_topo if isinstance(self.smi_topo, dict) else read_answer(self.smi_topo)
             return read_answer(self.smi_list if argv[1:] == ['info', '-l'] else self.smi_info)
         dev = int(argv[2])
         check = argv[3].lstrip('-')
@@ -89,8 +94,11 @@ def test_healthy_node_discovers_npus_and_runs_every_query(monkeypatch, capsys, c
     assert res['device_ids'] == list(range(8))
     assert res['failed_checks'] == []
     hccn_calls = [c for c in node.calls if c[0] == TOOL]
-    assert len(hccn_calls) == 8 * 7
+    assert len(hccn_calls) == 8 * 9
     assert [TOOL, '-i', '3', '-net_health', '-g'] in hccn_calls
+    assert [TOOL, '-i', '3', '-optical', '-g'] in hccn_calls and [TOOL, '-i', '3', '-link_stat', '-g'] in hccn_calls
+    assert [SMI, 'info', '-t', 'topo'] in node.calls
+    assert res['topology']['family'] == 'a2' and res['topology']['groups'] == [list(range(8))]
     assert res['ips']['0'] == '29.1.112.213'
     assert res['hccn_conf']['present'] and res['hccn_conf']['mismatches'] == []
 
@@ -202,3 +210,72 @@ def test_npu_health_driver_error(monkeypatch, capsys, conf):
     res = run_module(hccn_facts, {'hccn_conf_path': conf, 'npu_health': True, 'devices': [0]}, node,
                      monkeypatch, capsys)
     assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(None, 'driver')]
+
+
+def _topo_with(pairs):
+    """The recorded 8x 910B3 matrix with the given (a, b) pairs reading SYS instead of HCCS (both directions)."""
+    ans = read_answer('npu_smi_topo_910b3.txt')
+    lines = ans['stdout'].split('\n')
+    for a, b in pairs:
+        for me, other in ((a, b), (b, a)):
+            row = lines[1 + me].split()
+            row[1 + other] = 'SYS'
+            lines[1 + me] = '       '.join(row)
+    return dict(ans, stdout='\n'.join(lines))
+
+
+def test_optical_and_link_flaps_are_findings_with_the_tool_lines(monkeypatch, capsys, conf):
+    node = Node({(1, 'optical'): 'hccn_optical_not_present_910a.txt',
+                 (2, 'optical'): 'hccn_optical_rx_low_reconstructed.txt',
+                 (6, 'link_stat'): 'hccn_link_stat_910a_after.txt'})
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'link_flap_threshold': 1}, node, monkeypatch, capsys)
+    got = dict(((f['npu'], f['check']), f) for f in res['failed_checks'])
+    assert set(got) == {(1, 'optical'), (2, 'optical'), (6, 'link_stat')}
+    assert 'not present' in got[(1, 'optical')]['message'] and got[(1, 'optical')]['raw'].startswith('present')
+    assert 'RX power lane 1 0.0054 mW below' in got[(2, 'optical')]['message']
+    assert 'RX LOS flag 0xff' in got[(2, 'optical')]['message']
+    assert 'went down 2 time(s)' in got[(6, 'link_stat')]['message']
+    assert 'link up count' in got[(6, 'link_stat')]['raw']
+
+
+def test_flap_threshold_is_the_operators(monkeypatch, capsys, conf):
+    node = Node({(6, 'link_stat'): 'hccn_link_stat_910a_after.txt'})
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, node, monkeypatch, capsys)
+    assert res['failed_checks'] == []  # 2 flaps, default threshold 3
+    assert res['devices']['6']['link_stat']['value']['flaps'] == 2
+
+
+def test_a_pair_without_hccs_inside_a_group_is_named(monkeypatch, capsys, conf):
+    node = Node(smi_topo=_topo_with([(2, 5), (1, 6)]))
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'topology_groups': [[0, 1, 2, 3], [4, 5, 6, 7]]}, node,
+                     monkeypatch, capsys)
+    # (2, 5) and (1, 6) cross the two instances' groups: nobody uses them, nothing to report.
+    assert res['failed_checks'] == []
+    res = run_module(hccn_facts, {'hccn_conf_path': conf}, node, monkeypatch, capsys)
+    bad = [(f['npu'], f['check']) for f in res['failed_checks']]
+    assert bad == [(1, 'topology'), (2, 'topology')]
+    msg = [f for f in res['failed_checks'] if f['npu'] == 2][0]
+    assert 'NPU 2 <-> NPU 5: SYS, expected HCCS' in msg['message'] and msg['raw'].startswith('NPU2')
+
+
+def test_topology_needs_npu_smi(monkeypatch, capsys, conf):
+    res = run_module(hccn_facts, {'hccn_conf_path': conf, 'devices': [0, 1]}, Node(), monkeypatch, capsys,
+                     bins={'hccn_tool': TOOL})
+    assert [(f['npu'], f['check']) for f in res['failed_checks']] == [(None, 'topology')]
+    assert 'npu_smi_path' in res['failed_checks'][0]['message']
+
+
+def test_checks_can_leave_the_new_queries_out(monkeypatch, capsys, conf):
+    node = Node()
+    run_module(hccn_facts, {'hccn_conf_path': conf, 'checks': ['link']}, node, monkeypatch, capsys)
+    assert all(c[0] == TOOL and c[3] == '-link' for c in node.calls if c[1:] != ['info', '-l'])
+
+
+def test_npu_smi_facts_reads_the_topology(monkeypatch, capsys):
+    node = Node()
+    res = run_module(npu_smi_facts, {}, node, monkeypatch, capsys)
+    assert [SMI, 'info', '-t', 'topo'] in node.calls
+    assert res['topology']['family'] == 'a2' and res['topology']['links']['0']['7'] == 'HCCS'
+    node = Node()
+    res = run_module(npu_smi_facts, {'topology': False}, node, monkeypatch, capsys)
+    assert 'topology' not in res and [SMI, 'info', '-t', 'topo'] not in node.calls

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The collection's own error types and the guard every module's ``main()`` runs its work under (Python 3.8+).
+
+- :class:`KvpoolError`: a message for the operator that names the input (option, host, file), what is wrong with
+  it and the fix. A module turns it into a plain task failure.
+- :class:`ParseError`: text that is not what the tool prints. Every parser of the collection returns a verdict or
+  raises this, and nothing else (the Hypothesis properties under ``tests/unit`` hold them to that). It is also a
+  ``ValueError``, so older callers that catch ``ValueError`` keep working.
+- :func:`guard`: runs a module's work; a :class:`KvpoolError` fails the task with its message, and any other
+  exception fails it with a message that names the module and its input (no traceback in the task's ``msg``; the
+  traceback is kept in ``exception``, shown with ``-vvv``). Values of ``no_log`` options are masked by
+  ``fail_json`` as everywhere else.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import traceback
+
+
+class KvpoolError(Exception):
+    """A failure whose message names the input and the fix."""
+
+
+class ParseError(KvpoolError, ValueError):
+    """Text that is not what the tool prints (empty, garbage, truncated, an error printed with exit code 0)."""
+
+
+def _inputs(module):
+    params = getattr(module, 'params', None) or {}
+    shown = []
+    for key in sorted(params):
+        if key.startswith('_'):
+            continue
+        value = params[key]
+        text = repr(value)
+        if len(text) > 80:
+            text = text[:77] + '...'
+        shown.append('%s=%s' % (key, text))
+    return ', '.join(shown)
+
+
+def guard(module, body, *args, **kwargs):
+    """``body(*args, **kwargs)``, failing the task cleanly on any exception (``SystemExit`` from ``exit_json`` /
+    ``fail_json`` passes through)."""
+    try:
+        return body(*args, **kwargs)
+    except KvpoolError as exc:
+        module.fail_json(msg=str(exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        name = getattr(module, '_name', None) or 'module'
+        module.fail_json(msg='ascend.kvpool.%s failed unexpectedly (%s: %s) with the input %s. The collection does '
+                             'not handle this case yet: check the input named above, and report this message.'
+                             % (name, type(exc).__name__, exc, _inputs(module)),
+                         exception=traceback.format_exc())
+    return None

@@ -1,0 +1,168 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bad input, as an operator with a typo or a broken node gives it: each case ends in a clear failure that names
+the option or file and the fix, or in a finding, never in a traceback, a wrong success, or a file touched outside
+the module's own directories (docs/bad-input.md lists them). Runs on localhost; nothing listens at the URLs."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import socket
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+from ansible_collections.ascend.kvpool.plugins.modules import kvpool_benchmark, vllm_server
+
+
+def closed_url():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return 'http://127.0.0.1:%d' % sock.getsockname()[1]
+
+
+def run_module(capsys, main, params):
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            main()
+    return json.loads(capsys.readouterr().out)
+
+
+FAKE_AIS_BENCH = '#!/bin/sh\necho "ais_bench (stand-in): no results" >&2\nexit 3\n'
+
+
+def aisbench(capsys, tmp_path, name, **extra):
+    fake = tmp_path / 'ais_bench'
+    fake.write_text(FAKE_AIS_BENCH)
+    fake.chmod(0o755)
+    params = dict(name=name, url=closed_url(), dataset_seed=1, model='qwen', tokenize='words', tool='aisbench',
+                  aisbench_command=str(fake), aisbench_work_dir=str(tmp_path / 'work'), num_requests=2,
+                  input_tokens=16)
+    params.update(extra)
+    return run_module(capsys, kvpool_benchmark.main, params)
+
+
+# --- names used as paths ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('name', ['../victim', '..', '.', '', '/abs', 'a/b', '-x', 'x' * 65, 'sp ace'])
+def test_a_step_name_that_is_not_one_directory_name_is_refused_and_nothing_is_removed(capsys, tmp_path, name):
+    victim = tmp_path / 'victim'
+    victim.mkdir()
+    (victim / 'data').write_text('keep me')
+    (tmp_path / 'work').mkdir()
+    res = aisbench(capsys, tmp_path, name)
+    assert res['failed'] and 'name=%r cannot be used as a directory name' % name in res['msg']
+    assert (victim / 'data').read_text() == 'keep me'
+    assert os.listdir(str(tmp_path / 'work')) == []
+
+
+def test_a_step_directory_the_module_did_not_make_is_never_removed(capsys, tmp_path):
+    mine = tmp_path / 'work' / 'step1'
+    mine.mkdir(parents=True)
+    (mine / 'results.txt').write_text('an operator\'s file')
+    res = aisbench(capsys, tmp_path, 'step1')
+    assert res['failed'] and 'was not made by kvpool_benchmark' in res['msg'] and str(mine) in res['msg']
+    assert (mine / 'results.txt').read_text() == 'an operator\'s file'
+
+
+def test_a_step_directory_of_an_earlier_run_is_replaced(capsys, tmp_path):
+    first = aisbench(capsys, tmp_path, 'step1')
+    assert 'ais_bench' in first['msg'] and 'rc 3' in first['msg']
+    stale = tmp_path / 'work' / 'step1' / 'stale'
+    stale.write_text('x')
+    second = aisbench(capsys, tmp_path, 'step1')
+    assert 'rc 3' in second['msg'] and not stale.exists()
+
+
+def test_a_step_path_that_is_a_link_is_refused(capsys, tmp_path):
+    target = tmp_path / 'elsewhere'
+    target.mkdir()
+    (target / kvpool_benchmark.STEP_MARKER).write_text('forged')
+    (tmp_path / 'work').mkdir()
+    os.symlink(str(target), str(tmp_path / 'work' / 'step1'))
+    res = aisbench(capsys, tmp_path, 'step1')
+    assert res['failed'] and 'is not a directory this module made' in res['msg']
+    assert (target / kvpool_benchmark.STEP_MARKER).exists()
+
+
+# --- URLs ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('url', ['file:///etc/passwd', '', 'ftp://h/metrics', 'http://', 'http://h:99999/'])
+@pytest.mark.parametrize('check', [False, True])
+def test_a_metrics_url_that_is_not_http_fails_before_any_traffic_naming_the_entry(capsys, url, check):
+    params = dict(name='step1', url=closed_url(), dataset_seed=1, metrics_urls={'instance1': url})
+    if check:
+        params['_ansible_check_mode'] = True
+    res = run_module(capsys, kvpool_benchmark.main, params)
+    assert res['failed'] and 'metrics_urls.instance1=' in res['msg'] and 'http://HOST:PORT' in res['msg']
+    assert 'Traceback' not in json.dumps(res)
+
+
+def test_a_failed_scrape_is_reported_not_raised():
+    text, error = kvpool_benchmark._loadgen.get_text('http://127.0.0.1:99999/metrics')
+    assert text is None and '99999' in error
+
+
+@pytest.mark.parametrize('option, value', [('request_timeout', 0), ('request_timeout', -1), ('temperature', -0.5)])
+def test_numbers_out_of_range_are_refused(capsys, option, value):
+    res = run_module(capsys, kvpool_benchmark.main, {'url': closed_url(), 'dataset_seed': 1, option: value})
+    assert res['failed'] and res['msg'].startswith(option)
+
+
+# --- secrets ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('arg', ['--api-key', '--api_key', '--api-ke', '--api-k', '--api', '--api-key=K', '--api_k=K',
+                                 '--a'])
+def test_every_spelling_vllm_reads_as_the_api_key_is_caught(arg):
+    args = [arg] if '=' in arg else [arg, 'K']
+    assert _vllm.is_api_key_flag(arg)
+    assert _vllm.forbidden_key_settings({}, args)
+    assert _vllm.api_key_values(args) == ['K']
+    kept, dropped = _vllm.drop_api_key_args(['--port', '1'] + args + ['--x'])
+    assert dropped and kept == ['--port', '1', '--x']
+
+
+@pytest.mark.parametrize('arg', ['--api-server-count', '--port', 'api-key', '-api-key', '--apikey', '--b'])
+def test_other_arguments_are_not_taken_for_the_key(arg):
+    assert not _vllm.is_api_key_flag(arg)
+
+
+def test_vllm_server_refuses_an_abbreviated_key_flag_without_showing_the_key(capsys, tmp_path):
+    res = run_module(capsys, vllm_server.main, {'name': 'i1', 'model': '/m', 'port': 8002,
+                                                'state_dir': str(tmp_path), 'extra_args': ['--api_ke', 'sk-secret']})
+    assert res['failed'] and '--api_ke' in res['msg'] and 'sk-secret' not in json.dumps(res)
+
+
+# --- the guard ----------------------------------------------------------------------------------------------------
+def test_an_unexpected_exception_names_the_module_and_its_input_and_masks_secrets(capsys):
+    def body(mod):
+        raise RuntimeError('boom %s' % mod.params['path'])
+
+    with patch_module_args({'path': '/x', 'token': 'sk-hidden', '_ansible_module_name': 'demo'}):
+        module = AnsibleModule(argument_spec={'path': {'type': 'str'}, 'token': {'type': 'str', 'no_log': True}})
+        with pytest.raises(SystemExit):
+            _errors.guard(module, body, module)
+    res = json.loads(capsys.readouterr().out)
+    assert res['failed'] and 'ascend.kvpool.demo failed unexpectedly (RuntimeError: boom /x)' in res['msg']
+    assert "path='/x'" in res['msg'] and 'sk-hidden' not in json.dumps(res)
+
+
+def test_the_collections_own_error_is_a_plain_failure(capsys):
+    def body():
+        raise KvpoolError('option x: wrong, use y')
+
+    with patch_module_args({}):
+        module = AnsibleModule(argument_spec={})
+        with pytest.raises(SystemExit):
+            _errors.guard(module, body)
+    res = json.loads(capsys.readouterr().out)
+    assert res['failed'] and res['msg'] == 'option x: wrong, use y' and 'exception' not in res
+
+
+@pytest.mark.parametrize('value', ['ok', 'a.b_c-1', '1'])
+def test_path_components_that_are_fine(value):
+    assert _validate.path_component(value, 'name') == value
