@@ -26,10 +26,10 @@ description:
     before it binds the RPC port, so the log line is not used.
   - A start that fails (the process exits, or is not ready in time) fails the task with the tail of the master's
     log in the message.
-  - The flags are written C(--name=value) in the spelling of O(mooncake_version) - unset (or before 0.3.12):
-    the names every Mooncake 0.3.x release knows (C(--port), C(--max_threads), HA with C(--etcd_endpoints));
-    from 0.3.12 the preferred names (C(--rpc_port), C(--rpc_thread_num), HA with C(--ha_backend_type=etcd)
-    C(--ha_backend_connstring)).
+  - The flags are written C(--name=value) in the spelling of O(mooncake_version). Unset, or before 0.3.12, gives
+    the names every Mooncake 0.3.x release knows (C(--port), C(--max_threads), HA with C(--etcd_endpoints)).
+    From 0.3.12 it gives the preferred names (C(--rpc_port), C(--rpc_thread_num), HA with
+    C(--ha_backend_type=etcd) and C(--ha_backend_connstring)).
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 attributes:

@@ -187,7 +187,7 @@ def test_wheel_install_stops_on_an_old_glibc_before_installing():
     assert ('node2: mooncake-transfer-engine-non-cuda 0.3.13.post1 needs glibc 2.35 or later, but this node has '
             'glibc 2.31 (ldd (GNU libc) 2.31). Nothing was installed.') in text, text[-3000:]
     assert 'node1: glibc 2.36 (needs 2.35)' in text
-    rc, _ = sh('node2', '/opt/kvpool-mooncake-glibc/bin/python -c "import mooncake"')
-    assert rc != 0
+    rc, out = sh('node2', '/opt/kvpool-mooncake-glibc/bin/python -c "import mooncake"')
+    assert rc != 0, out
     sh('node1', 'rm -rf /opt/kvpool-mooncake-glibc')
     sh('node2', 'rm -rf /opt/kvpool-mooncake-glibc')

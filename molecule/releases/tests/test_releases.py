@@ -27,7 +27,7 @@ def preflight(**extra):
 def named(run, severity, host, check, *parts):
     """The summary line of one finding, with every part in it."""
     head = '%s %s %s: ' % (severity, host, check)
-    lines = [line for line in run.text.split(head)[1:]]
+    lines = run.text.split(head)[1:]
     assert lines, 'no %s line in:\n%s' % (head, run.stdout[-4000:])
     for line in lines:
         text = line.split(' ERROR ')[0].split(' WARNING ')[0]
@@ -150,7 +150,7 @@ def test_client_ttl_with_ssd_offload():
     assert run.rc == 0  # a warning: what the docs recommend
     named(run, 'WARNING', 'node1', 'client_ttl', "client_ttl is 10 s (default), below the 120 s vllm-ascend recommends")
     run = preflight(mooncake_config_extra={'enable_ssd_offload': True}, mooncake_master_client_ttl=120)
-    assert 'client_ttl' not in run.text.split('pre-flight: 2 node(s)')[-1]
+    assert 'client_ttl' not in run.text.rsplit('pre-flight: 2 node(s)', maxsplit=1)[-1]
 
 
 def test_mooncake_below_the_release_floor():

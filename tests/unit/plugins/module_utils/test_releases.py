@@ -155,10 +155,10 @@ def test_master_flags_by_mooncake_version(version, expected):
 def test_guide_master_keeps_its_argv_and_fingerprint():
     guide = dict(HA, rpc_address=None, max_threads=None, enable_ha=False, etcd_endpoints=[])
     settings_ = _mooncake.master_settings(guide)
-    assert (_mooncake.build_master_argv('m', settings_, None, '0.3.9')
-            == _mooncake.build_master_argv('m', settings_) == ['m', '--port=50088', '--metrics_port=9003',
-                                                              '--eviction_high_watermark_ratio=0.95',
-                                                              '--eviction_ratio=0.05'])
+    guide_argv = ['m', '--port=50088', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
+                  '--eviction_ratio=0.05']
+    assert _mooncake.build_master_argv('m', settings_, None, '0.3.9') == guide_argv
+    assert _mooncake.build_master_argv('m', settings_) == guide_argv
 
 
 @pytest.mark.parametrize('text', ['latest', '0.3', 'x0.3.9', '0.3.9-foo'])
@@ -179,4 +179,3 @@ def test_an_older_master_rejecting_a_new_flag_names_the_fix(flag):
 def test_changed_defaults_are_recorded():
     assert dict((f, (old, new)) for f, old, new in _mooncake.CHANGED_DEFAULTS) == {
         'eviction_high_watermark_ratio': (0.95, 0.90), 'default_kv_lease_ttl': (5000, 10000)}
-

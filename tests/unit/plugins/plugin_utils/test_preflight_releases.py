@@ -22,8 +22,8 @@ HEALTHY_ASCEND = {'install_info': {'path': '/etc/ascend_install.info', 'exists':
                                    'driver_path': '/usr/local/Ascend'},
                   'driver': {'path': '/usr/local/Ascend/driver/version.info', 'exists': True, 'version': '25.5.0'},
                   'toolkit': {'path': TOOLKIT_INFO, 'version': '9.1.0'}}
-CHIPS_910B = {'driver_loaded': True, 'npus': [{'npu': i, 'name': '910B3', 'chip': 0, 'healthy': True}
-                                               for i in range(8)], 'processes': []}
+CHIPS_910B = {'driver_loaded': True, 'processes': [],
+              'npus': [{'npu': i, 'name': '910B3', 'chip': 0, 'healthy': True} for i in range(8)]}
 
 
 def real_plan(version, instances=None, **settings):
