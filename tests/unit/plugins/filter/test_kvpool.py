@@ -251,6 +251,6 @@ def test_preflight_hugepages_and_extra_ports_are_checked():
                         variables={'preflight_checks': ['adxl_ports'], 'preflight_max_clock_skew_s': 2.0,
                                    'preflight_global_segment_size': '1GB', 'preflight_local_buffer_size': '1GB',
                                    'preflight_hugepages': hugepages, 'preflight_extra_ports': ports})
-                   for hugepages, ports, _ in cases])
+                   for hugepages, ports, _ok in cases])
     for (hugepages, ports, ok), result in zip(cases, got):
         assert all(result['that']) is ok, (hugepages, ports)
