@@ -245,6 +245,50 @@ def parse_info(text):
     return result
 
 
+def _snippet(text, limit=160):
+    """The start of ``text`` as one printable line (control and non-UTF-8 bytes escaped), at most ``limit`` chars."""
+    line = ' / '.join(part.strip() for part in _text(text).split('\n') if part.strip())
+    shown = ''.join(c if c.isprintable() else '\\x%02x' % (ord(c) & 0xff) for c in line[:limit])
+    return shown + (' ...' if len(line) > limit else '')
+
+
+def _id_list(ids):
+    return ', '.join(str(i) for i in sorted(ids))
+
+
+MAX_NPU_ID = 63  # well above any Atlas node (8 NPUs on A2, 16 on A3); a larger id is not an NPU id
+
+
+def table_problem(text, parsed, listed_ids=None):
+    """Why the text of an ``npu-smi info`` that exited 0 without a driver error cannot be trusted, else None.
+
+    ``parsed`` is ``parse_info(text)``; ``listed_ids`` the NPU ids of ``npu-smi info -l`` when it answered.
+    Caught: no output, output without the NPU table (garbage, an ``Error ...`` printed with exit code 0), a table
+    without its Health column, a table that shows fewer NPUs than ``-l`` lists (cut short), NPU ids out of range.
+    """
+    body = _text(text)
+    if not body.strip():
+        return 'npu-smi info printed nothing (exit code 0): run it by hand on the node; the driver may be hung'
+    for raw in body.split('\n'):
+        cells = _cells(raw)
+        if cells and cells[0].split()[:2] == ['NPU', 'Name'] and not any('health' in c.lower() for c in cells):
+            return ('npu-smi info prints a table without a Health column, which the collection does not know: %s; '
+                    'report the npu-smi version' % _snippet(raw))
+    shown = set(n['npu'] for n in parsed.get('npus') or [])
+    if not shown:
+        return ('npu-smi info printed no NPU table (exit code 0): %s; run it by hand on the node' % _snippet(body))
+    wrong = sorted(i for i in shown | set(listed_ids or []) if not 0 <= i <= MAX_NPU_ID)
+    if wrong:
+        return 'npu-smi reports NPU ids %s, outside 0-%d: not an NPU table the collection can trust' % (
+            _id_list(wrong), MAX_NPU_ID)
+    missing = set(listed_ids or []) - shown
+    if missing:
+        return ('npu-smi info -l lists NPUs %s but the table of npu-smi info shows only %s (missing %s): the table '
+                'is cut short or in a format the collection does not know; run npu-smi info by hand'
+                % (_id_list(listed_ids), _id_list(shown) or 'none', _id_list(missing)))
+    return None
+
+
 _LIST_KV_RE = re.compile(r"^\s*(Total\s+Count|NPU\s+ID|Chip\s+Count)\s*:\s*(\S+)", re.I)
 
 
@@ -321,6 +365,9 @@ def _facts(info, listing):
                     % (info['rc'], (info['stderr'] or info['stdout']).strip()[-500:]))
     parsed = parse_info(info['stdout'])
     listed = parse_list(listing['stdout']) if listing['rc'] == 0 else {}
+    problem = table_problem(info['stdout'], parsed, [n['npu'] for n in listed.get('npus') or []])
+    if problem:
+        return dict(failed=True, msg=problem)
     npus = []
     for n in parsed.get('npus') or []:
         n = dict(n)

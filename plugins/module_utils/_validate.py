@@ -13,7 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
+import ipaddress
+import os
 import re
+import stat
 
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
@@ -51,3 +55,68 @@ def http_url(value, option):
                           % (option, text))
     del port
     return candidate.rstrip('/')
+
+
+def ipv4_address(value, option):
+    """A dotted-quad IPv4 address, as the NPU RoCE ports have (no name, no blank, nothing that an argv reader could
+    take for an option)."""
+    text = '' if value is None else str(value)
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError as exc:
+        raise KvpoolError('%s=%r is not an IPv4 address (for example 29.1.2.81): use the NPU port address that '
+                          'hccn_tool -ip -g prints' % (option, text)) from exc
+    return text
+
+
+def int_range(value, option, low, high, why=''):
+    """``value`` within [low, high], else a KvpoolError naming the option and the range."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise KvpoolError('%s=%r is out of range %d-%d%s' % (option, value, low, high, (' (%s)' % why) if why else ''))
+    return value
+
+
+class FileProblem(KvpoolError):
+    """A configuration file that cannot be used; ``missing`` tells a file that is not there from one that is
+    there but unusable (a directory, a FIFO, unreadable, too large, not UTF-8)."""
+
+    def __init__(self, message, missing=False):
+        super(FileProblem, self).__init__(message)
+        self.missing = missing
+
+
+def read_text_file(path, limit=1 << 20):
+    """The text of a small configuration file that the module reads (``/etc/hccn.conf`` and the like).
+
+    Never hangs and never reads more than ``limit`` bytes: only a regular file is opened (a FIFO, a device or a
+    socket is refused before ``open``, and the open is non-blocking in case the path changes in between). Raises
+    :class:`FileProblem` naming the path, what is wrong and the fix.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise FileProblem('%s is missing' % path, missing=True) from exc
+        raise FileProblem('%s cannot be read: %s (run as root, or fix its mode or its directory)'
+                          % (path, exc.strerror or exc)) from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise FileProblem('%s is a directory, not a file: point the option at the file itself' % path)
+    if not stat.S_ISREG(info.st_mode):
+        raise FileProblem('%s is not a regular file (a FIFO, socket or device node): not read, so nothing can hang; '
+                          'replace it with the file itself' % path)
+    if info.st_size > limit:
+        raise FileProblem('%s is %d bytes, more than the %d a file of this kind can be: not read; is it the right '
+                          'file?' % (path, info.st_size, limit))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0))
+        with os.fdopen(fd, 'rb') as handle:
+            data = handle.read(limit + 1)
+    except (IOError, OSError) as exc:
+        raise FileProblem('%s cannot be read: %s (run as root, or fix its mode)' % (path, exc.strerror or exc)) from exc
+    if len(data) > limit:
+        raise FileProblem('%s is more than %d bytes: not read; is it the right file?' % (path, limit))
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise FileProblem('%s is not UTF-8 text (byte 0x%02x at offset %d): save it as plain text'
+                          % (path, bytearray(data[exc.start:exc.start + 1])[0], exc.start)) from exc

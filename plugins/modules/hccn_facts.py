@@ -93,7 +93,8 @@ options:
     type: int
     default: 5
   command_timeout:
-    description: Seconds after which one C(hccn_tool) or C(npu-smi) call is killed and reported as failed.
+    description: Seconds after which one C(hccn_tool) or C(npu-smi) call is killed and reported as failed (at
+      least 1).
     type: int
     default: 60
 notes:
@@ -187,8 +188,12 @@ hccn_conf:
       description: Path of the file.
       type: str
     present:
-      description: Whether the file exists.
+      description: Whether the file was read (it exists, is a regular file, readable, UTF-8, at most 1 MiB).
       type: bool
+    error:
+      description: Why the file could not be read (missing, a directory, a FIFO, unreadable, not UTF-8, too large).
+      type: str
+      returned: when the file could not be read
     devices:
       description: Per NPU id, the keys of the file (address, netmask, netdetect, gateway, ...).
       type: dict
@@ -196,6 +201,17 @@ hccn_conf:
       description: NPUs whose C(address_<id>) is missing or differs from the live IP.
       type: list
       elements: dict
+    warnings:
+      description:
+        - Lines hccn_tool reads differently from what they seem to say (it reads the file literally), each also a
+          C(hccn_conf) finding. A duplicate key with another value (hccn_tool uses the first), CRLF line ends, and
+          blanks around C(=).
+      type: list
+      elements: str
+    errors:
+      description: Lines without C(key=value), each also a C(hccn_conf) finding.
+      type: list
+      elements: str
 checks:
   description:
     - Every verdict as a flat list of findings C({npu, check, ok, state, message, raw}).
@@ -225,6 +241,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn_phys
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_one, run_parallel
 
 MAX_DEVICE_ID = 15
@@ -258,7 +275,14 @@ def discover_devices(npu_smi_path, timeout):
                              'message': _npu_smi.driver_error_message(drv), 'raw': drv})
             return [], findings
         listed = _npu_smi.parse_list(res['stdout'])
-        ids = sorted(n['npu'] for n in listed.get('npus') or [])
+        ids = sorted(set(n['npu'] for n in listed.get('npus') or []))
+        wrong = [i for i in ids if not 0 <= i <= MAX_DEVICE_ID]
+        if wrong:
+            message = ('npu-smi info -l lists NPU ids %s, outside 0-%d: not queried; run npu-smi info -l by hand, '
+                       'or set devices' % (', '.join(str(i) for i in wrong), MAX_DEVICE_ID))
+            findings.append({'npu': None, 'check': 'device', 'ok': False, 'state': 'error', 'message': message,
+                             'raw': _hccn._first_line(res['stdout'], res['stderr'])})
+            ids = [i for i in ids if 0 <= i <= MAX_DEVICE_ID]
         if ids:
             return ids, findings
     nodes = []
@@ -314,8 +338,18 @@ def npu_health_findings(res, device_ids):
     if drv:
         return [{'npu': None, 'check': 'driver', 'ok': False, 'state': 'error',
                  'message': _npu_smi.driver_error_message(drv), 'raw': drv}]
-    out = []
-    for npu in _npu_smi.parse_info(res['stdout']).get('npus') or []:
+    parsed = _npu_smi.parse_info(res['stdout'])
+    raw = _hccn._first_line(res['stderr'], res['stdout'])
+    problem = (_npu_smi.table_problem(res['stdout'], parsed) if res['rc'] == 0 else
+               'npu-smi info failed with exit code %s: %s' % (res['rc'], raw))
+    if problem:
+        return [{'npu': None, 'check': 'npu_health', 'ok': False, 'state': 'error', 'message': problem,
+                 'raw': raw}]
+    shown = set(n['npu'] for n in parsed.get('npus') or [])
+    out = [{'npu': d, 'check': 'npu_health', 'ok': False, 'state': 'error',
+            'message': 'NPU %s is not in the table of npu-smi info: its health is unknown' % d, 'raw': None}
+           for d in device_ids if d not in shown]
+    for npu in parsed.get('npus') or []:
         if npu['npu'] in device_ids and not _npu_smi.judge_health(npu.get('health')):
             out.append({'npu': npu['npu'], 'check': 'npu_health', 'ok': False, 'state': 'fail',
                         'message': 'npu-smi Health is %s (only OK is healthy)' % npu.get('health'),
@@ -324,17 +358,18 @@ def npu_health_findings(res, device_ids):
 
 
 def read_hccn_conf(path, live_ips):
-    result = {'path': path, 'present': False, 'devices': {}, 'mismatches': [], 'errors': []}
+    result = {'path': path, 'present': False, 'devices': {}, 'mismatches': [], 'errors': [], 'warnings': []}
     try:
-        with open(path) as f:
-            text = f.read()
-    except (IOError, OSError) as e:
-        result['error'] = '%s: %s' % (path, e.strerror or str(e))
+        text = _validate.read_text_file(path)
+    except _validate.FileProblem as e:
+        result['error'] = str(e)
+        result['missing'] = e.missing
         return result
     parsed = _hccn.parse_hccn_conf(text)
     result['present'] = True
     result['devices'] = dict((str(k), v) for k, v in parsed.get('devices', {}).items())
     result['errors'] = parsed.get('errors', [])
+    result['warnings'] = parsed.get('warnings', [])
     # NPUs without a live IP are already reported by the ip check; compare the others.
     queried = dict((d, ip) for d, ip in live_ips.items() if ip)
     conf_for_queried = dict((d, v) for d, v in parsed.get('devices', {}).items() if d in queried)
@@ -344,10 +379,22 @@ def read_hccn_conf(path, live_ips):
 
 def hccn_conf_findings(conf):
     if not conf['present']:
-        return [{'npu': None, 'check': 'hccn_conf', 'ok': False, 'state': 'fail',
-                 'message': '%s is missing: create it (and mount it into the vllm-ascend container)' % conf['path'],
+        if conf.get('missing', True):
+            message = '%s is missing: create it (and mount it into the vllm-ascend container)' % conf['path']
+        else:
+            message = conf.get('error')
+        return [{'npu': None, 'check': 'hccn_conf', 'ok': False, 'state': 'fail', 'message': message,
                  'raw': conf.get('error')}]
     out = []
+    # hccn_tool reads the file literally (the first of duplicate keys, CR and blanks as part of the value), so a
+    # line it would read differently from what the operator meant is a fault, as is a line it cannot read at all.
+    for warning in conf.get('warnings') or []:
+        out.append({'npu': None, 'check': 'hccn_conf', 'ok': False, 'state': 'fail',
+                    'message': '%s: %s; fix the file' % (conf['path'], warning), 'raw': None})
+    for line in conf.get('errors') or []:
+        out.append({'npu': None, 'check': 'hccn_conf', 'ok': False, 'state': 'fail',
+                    'message': '%s: a line without key=value, which hccn_tool cannot read: %r; fix or remove it'
+                               % (conf['path'], line[:120]), 'raw': line[:200]})
     for mm in conf['mismatches']:
         dev = mm.get('device')
         entry = conf['devices'].get(str(dev), {})
@@ -382,6 +429,12 @@ def main():
                          % (', '.join(str(b) for b in bad), MAX_DEVICE_ID))
     if p['max_workers'] < 1:
         module.fail_json(msg='max_workers must be at least 1, got %d' % p['max_workers'])
+    if p['command_timeout'] < 1:
+        module.fail_json(msg='command_timeout must be at least 1 second, got %d (the bound of each hccn_tool and '
+                             'npu-smi call)' % p['command_timeout'])
+    if p['busy_retries'] < 0 or p['transient_wait'] < 0:
+        module.fail_json(msg='busy_retries and transient_wait must be 0 or more, got %s and %s'
+                             % (p['busy_retries'], p['transient_wait']))
     if p['link_flap_threshold'] < 0:
         module.fail_json(msg='link_flap_threshold must be 0 or more, got %d' % p['link_flap_threshold'])
     groups = None

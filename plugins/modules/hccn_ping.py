@@ -33,18 +33,19 @@ options:
     required: true
     suboptions:
       device:
-        description: Local NPU physical id that sends the ping.
+        description: Local NPU physical id that sends the ping (0-15).
         type: int
         required: true
       address:
-        description: Remote NPU IP address.
+        description: Remote NPU IP address (dotted-quad IPv4; anything else fails the task naming the target).
         type: str
         required: true
       label:
         description: Free text naming the target (for example C(node2/npu3)), copied to the result.
         type: str
   pkt:
-    description: Payload size in bytes (C(pkt) argument of hccn_tool); the tool's default (4096) when omitted.
+    description: Payload size in bytes (C(pkt) argument of hccn_tool, 1-65507); the tool's default (4096) when
+      omitted.
     type: int
   hccn_tool_path:
     description: Path of C(hccn_tool); searched on C(PATH) and in C(/usr/local/Ascend/driver/tools) when omitted.
@@ -62,7 +63,7 @@ options:
     type: int
     default: 5
   command_timeout:
-    description: Seconds after which one ping is killed and reported as failed.
+    description: Seconds after which one ping is killed and reported as failed (at least 1).
     type: int
     default: 60
 seealso:
@@ -141,9 +142,29 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
 
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
+
+
+MAX_DEVICE_ID = 15
+MAX_PKT = 65507  # the largest payload of one IPv4 datagram; hccn_tool's own limit may be lower
+
+
+def check_params(p):
+    """What the argument spec cannot say, in one place; raises KvpoolError naming the option."""
+    if p['per_device_concurrency'] < 1 or p['max_workers'] < 1:
+        raise KvpoolError('per_device_concurrency and max_workers must be at least 1')
+    _validate.int_range(p['command_timeout'], 'command_timeout', 1, 86400, 'seconds per ping')
+    _validate.int_range(p['busy_retries'], 'busy_retries', 0, 1000)
+    if p['pkt'] is not None:
+        _validate.int_range(p['pkt'], 'pkt', 1, MAX_PKT, 'payload bytes; omit it for the tool\'s 4096')
+    for index, target in enumerate(p['targets']):
+        where = 'targets[%d]%s' % (index, ' (%s)' % target['label'] if target.get('label') else '')
+        _validate.int_range(target['device'], where + '.device', 0, MAX_DEVICE_ID, 'the local NPU physical id')
+        _validate.ipv4_address(target['address'], where + '.address')
 
 
 def ping_argv(tool, target, pkt):
@@ -208,8 +229,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p['per_device_concurrency'] < 1 or p['max_workers'] < 1:
-        module.fail_json(msg='per_device_concurrency and max_workers must be at least 1')
+    try:
+        check_params(p)
+    except KvpoolError as exc:
+        module.fail_json(msg=str(exc))
     tool = p['hccn_tool_path'] or module.get_bin_path('hccn_tool', opt_dirs=HCCN_TOOL_DIRS)
     if not tool or not os.access(tool, os.X_OK):
         module.fail_json(msg='hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '

@@ -32,10 +32,15 @@ HEALTHY = {
 }
 
 
+# ``npu-smi info -l`` of a node with one NPU, for the recorded tables that show one NPU (a list of 8 beside them
+# would be a table cut short, which the modules report).
+ONE_NPU_LIST = 'npu_smi_list_one_npu.txt'
+
+
 class Node(object):
     """Answers run_command from recorded fixtures; records every call (thread-safe)."""
 
-    def __init__(self, overrides=None, smi_list='npu_smi_list_compact.txt', smi_info='npu_smi_info_reference.txt',
+    def __init__(self, overrides=None, smi_list='npu_smi_list_compact.txt', smi_info='npu_smi_info_910b2_running.txt',
                  smi_topo='npu_smi_topo_910b3.txt'):
         self.overrides = overrides or {}
         self.smi_list = smi_list
@@ -48,7 +53,8 @@ class Node(object):
         if argv[0] == SMI:
             if argv[1:] == ['info', '-t', 'topo']:
                 return self.smi_topo if isinstance(self.smi_topo, dict) else read_answer(self.smi_topo)
-            return read_answer(self.smi_list if argv[1:] == ['info', '-l'] else self.smi_info)
+            answer = self.smi_list if argv[1:] == ['info', '-l'] else self.smi_info
+            return answer if isinstance(answer, dict) else read_answer(answer)
         dev = int(argv[2])
         check = argv[3].lstrip('-')
         if check == 'ping':
@@ -185,7 +191,8 @@ def test_npu_smi_healthy_reference(monkeypatch, capsys):
 
 
 def test_npu_smi_unhealthy_npu_has_its_row(monkeypatch, capsys):
-    res = run_module(npu_smi_facts, {}, Node(smi_info='npu_smi_info_310b4_alarm.txt'), monkeypatch, capsys)
+    res = run_module(npu_smi_facts, {}, Node(smi_info='npu_smi_info_310b4_alarm.txt', smi_list=ONE_NPU_LIST),
+                     monkeypatch, capsys)
     assert res['unhealthy_npus']
     bad = res['unhealthy_npus'][0]
     assert bad['health'].lower() == 'alarm' and bad['raw'] and 'alarm' in bad['raw'].lower()
@@ -198,7 +205,7 @@ def test_npu_smi_driver_not_loaded(monkeypatch, capsys):
 
 
 def test_npu_health_in_the_same_fan_out(monkeypatch, capsys, conf):
-    node = Node(smi_info='npu_smi_info_310b4_alarm.txt')  # a real table with an Alarm row
+    node = Node(smi_info='npu_smi_info_310b4_alarm.txt', smi_list=ONE_NPU_LIST)  # a real table with an Alarm row
     res = run_module(hccn_facts, {'hccn_conf_path': conf, 'npu_health': True}, node, monkeypatch, capsys)
     assert [SMI, 'info'] in node.calls
     bad = [f for f in res['failed_checks'] if f['check'] == 'npu_health']
