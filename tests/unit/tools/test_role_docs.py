@@ -34,7 +34,8 @@ def test_readme_shows_every_variable_and_entry_point():
 def test_check_fails_naming_a_stale_readme(tmp_path, capsys):
     shutil.copytree(str(ROOT / 'roles'), str(tmp_path / 'roles'))
     path = tmp_path / 'roles/mooncake_master/meta/argument_specs.yml'
-    path.write_text(path.read_text().replace('RPC port (--port).', 'RPC port of the master (--port).'))
+    path.write_text(path.read_text().replace('RPC port (--port, or --rpc_port from Mooncake 0.3.12).',
+                                             'RPC port of the master (--port).'))
     assert role_docs.main(['--check'], root=tmp_path) == 1
     assert ('role_docs: roles/mooncake_master/README.md is stale or missing: run `make role-docs`'
             in capsys.readouterr().out)
