@@ -75,6 +75,7 @@ demo: sim-up
 lint: venv
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
+	bash scripts/pep8.sh $(BIN)/pycodestyle
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
 	$(PY) tools/role_docs.py --check
