@@ -1,6 +1,7 @@
 # ascend.kvpool: set-up, demo and tests. Every target installs what it needs.
 #   make demo   - the main job on the embedded default: the mock cluster (SIMULATED Atlas nodes)
-#   make test   - everything: lint, sanity, unit tests, molecule scenarios against the mock cluster
+#   make test   - everything: lint, sanity (every claimed ansible-core line), unit tests, the install test, the
+#                 execution environment check, the smoke run on the oldest line, molecule scenarios (newest line)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV ?= .venv
@@ -10,14 +11,27 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 NODES ?= 2
+# The scenarios stay in molecule/ (not extensions/molecule/: docs/DEVELOPING.md, "Molecule layout").
+export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
-.PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity unit equipment molecule test bench clean
+.PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule \
+	install-test ee-check smoke-oldest role-docs test bench clean
+
+# ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
+# sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
+OLDER_LINES := 2.16 2.17 2.18
+OLDEST := 2.16
+# Venvs made by scripts/venv.sh: reused while the hash of their requirements is unchanged.
+TOOL_VENVS := .tmp/venv
 
 help:
 	@echo "make demo   - build the mock cluster and run the main job against it"
 	@echo "make test   - run every test (lint, sanity, unit, molecule)"
 	@echo "make bench  - speed figures (prints ratios)"
 	@echo "make sim-up / sim-down - start / remove the mock cluster (NODES=$(NODES))"
+	@echo "make install-test - the built artifact in an ansible-core-only venv (oldest line), dependencies offline"
+	@echo "make ee-check     - meta/execution-environment.yml through ansible-builder (no image is built)"
+	@echo "make role-docs    - regenerate roles/*/README.md from meta/argument_specs.yml"
 
 $(VENV)/.stamp: requirements.txt
 	python3 -m venv $(VENV)
@@ -61,11 +75,21 @@ demo: sim-up
 lint: venv
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
+	bash scripts/pep8.sh $(BIN)/pycodestyle
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
+	$(PY) tools/role_docs.py --check
 
 sanity: .venv-sanity/.stamp
 	bash scripts/sanity.sh
+
+# The older lines, one after the other (each with the pins of its own ansible-test).
+sanity-lines:
+	for v in $(OLDER_LINES); do \
+	  bash scripts/venv.sh $(TOOL_VENVS)/sanity-$$v tests/sanity/requirements-$$v.txt && \
+	  echo "== ansible-test sanity, ansible-core $$v" && \
+	  SANITY_VENV=$(CURDIR)/$(TOOL_VENVS)/sanity-$$v bash scripts/sanity.sh || exit 1; \
+	done
 
 unit: venv
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
@@ -80,7 +104,27 @@ molecule: image
 	$(BIN)/molecule reset --all
 	$(BIN)/molecule test --all --shared-state
 
-test: lint sanity unit equipment molecule
+CORE_VENV := $(CURDIR)/$(TOOL_VENVS)/core-$(OLDEST)
+BUILDER_VENV := $(CURDIR)/$(TOOL_VENVS)/builder
+
+install-test: venv
+	bash scripts/venv.sh $(CORE_VENV) tests/core/requirements-$(OLDEST).txt
+	CORE_VENV=$(CORE_VENV) bash tests/install/run.sh
+
+# The install test, then site.yml and teardown.yml on the mock cluster with the oldest line and the artifact.
+smoke-oldest: image
+	bash scripts/venv.sh $(CORE_VENV) tests/core/requirements-$(OLDEST).txt
+	$(PY) tests/mock/mockctl up --nodes 2
+	CORE_VENV=$(CORE_VENV) bash tests/install/run.sh --site
+
+ee-check: venv
+	bash scripts/venv.sh $(BUILDER_VENV) tests/ee/requirements-builder.txt
+	BUILDER_VENV=$(BUILDER_VENV) bash tests/ee/check.sh
+
+role-docs: venv
+	$(PY) tools/role_docs.py
+
+test: lint sanity sanity-lines unit ee-check smoke-oldest equipment molecule
 	@echo "make test: all green"
 
 bench: sim-up

@@ -2,7 +2,9 @@
 # ansible-test sanity for the collection.
 # - ansible-test needs the collection at .../ansible_collections/<namespace>/<name>: the tracked and new (not
 #   ignored) files are copied there.
-# - It runs from its own venv (.venv-sanity, requirements-sanity.txt: the versions ansible-test pins).
+# - It runs from its own venv (.venv-sanity, requirements-sanity.txt: the versions ansible-test pins), or from the
+#   one in SANITY_VENV: make sanity-lines runs it so for each older ansible-core line (tests/sanity/requirements-2.N.txt,
+#   ignore-2.N.txt).
 # - ansible-test bootstraps pip into its per-test venvs with get-pip.py downloaded from a host that is not
 #   reachable here; scripts/get_pip_shim.py is placed in its cache instead (see that file).
 # - ansible-test runs pip with a scrubbed environment (HOME and PATH only), so pip settings given as PIP_*
@@ -16,6 +18,9 @@ dest=$repo/.tmp/sanity/ansible_collections/ascend/kvpool
 
 reqs="$SANITY_VENV/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py"
 pipver=$(grep -ho "pip='[0-9.]*'" $reqs | head -n 1 | tr -dc '0-9.')
+# pip's wheel cache stays the user's (shared by every checkout and line: the first run of a line in a fresh clone
+# downloads nothing twice); ansible-test's venvs are kept under that HOME between runs.
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}
 export HOME="$repo/.tmp/sanity-home"
 mkdir -p "$HOME/.ansible/test/cache" "$HOME/.config/pip"
 cp scripts/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"

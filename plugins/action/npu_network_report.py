@@ -9,17 +9,26 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import node_result
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
 class ActionModule(ControllerReportAction):
     ARGUMENT_SPEC = dict(
-        result_var=dict(type='str', default='npu_network_node_result'),
+        result_var=dict(type='str'),
+        ping_var=dict(type='str', default='npu_network_ping'),
         hosts=dict(type='list', elements='str'),
         all_hosts=dict(type='list', elements='str'),
         label=dict(type='str', default=''),
         path=dict(type='path'),
+        ping_strategy=dict(type='str'),
+        ping_sample_k=dict(type='int', default=2),
+        ping_seed=dict(type='int', default=0),
+        ping_round=dict(type='int', default=0),
+        facts_var=dict(type='str', default='npu_network_hccn'),
     )
 
     def report(self, result, args, task_vars):
@@ -27,8 +36,27 @@ class ActionModule(ControllerReportAction):
         all_hosts = args['all_hosts']
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
-        node_results = host_values(task_vars['hostvars'], args['result_var'], hosts)
-        report = npu_network_report(node_results, all_hosts, args['label'])
+        facts = host_values(task_vars['hostvars'], args['facts_var'], hosts)
+        # A merged result variable (result_var, or the earlier layout's npu_network_node_result) wins; otherwise
+        # each node's result is built from its registered hccn_facts / hccn_ping results.
+        merged = host_values(task_vars['hostvars'], args['result_var'] or 'npu_network_node_result', hosts)
+        if args['result_var']:
+            node_results = merged
+        else:
+            pings = host_values(task_vars['hostvars'], args['ping_var'], hosts)
+            node_results = dict((host, merged[host] if host in merged else node_result(facts.get(host),
+                                                                                       pings.get(host)))
+                                for host in hosts)
+        coverage = None
+        if args['ping_strategy']:
+            ips = dict((host, (values.get('ips') if isinstance(values, dict) else None) or {})
+                       for host, values in facts.items())
+            try:
+                coverage = ping_coverage(ips, args['ping_strategy'], args['ping_sample_k'], args['ping_seed'],
+                                         args['ping_round'])
+            except ValueError as e:
+                raise AnsibleActionFail(str(e)) from e
+        report = npu_network_report(node_results, all_hosts, args['label'], coverage)
         result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'])
         if args['path']:
             result['path'] = self.write_report(args['path'], report, 'npu_network_report_path')

@@ -10,6 +10,8 @@
 - ``memory_shortfall``: '' when instances x TP x (segment + buffer) + reserve fits in MemTotal, else what does not.
 - ``hash_seed_mismatch``: ``host/instance=seed`` of every planned instance when their PYTHONHASHSEED values differ.
 - ``master_host``, ``master_endpoint``: where the nodes reach the Mooncake master (``host:port``, or ``etcd://..``).
+- ``glibc_version``: the glibc version of ``ldd --version`` output (``2.36``), '' when it has none (the same reading
+  as the pre-flight's glibc check).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +20,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _preflight
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight, sizes
 
 _RAISE = object()
@@ -33,6 +36,11 @@ def size_bytes(value, invalid=_RAISE):
         return invalid
 
 
+def glibc_version(ldd_output):
+    """glibc version of ``ldd --version`` output, '' when unreadable."""
+    return _preflight.glibc_version(ldd_output if isinstance(ldd_output, str) else '') or ''
+
+
 class FilterModule(object):
     """ascend.kvpool filters shared by the roles."""
 
@@ -43,4 +51,5 @@ class FilterModule(object):
             'hash_seed_mismatch': preflight.hash_seed_mismatch,
             'master_host': preflight.master_host,
             'master_endpoint': preflight.master_endpoint,
+            'glibc_version': glibc_version,
         }

@@ -13,12 +13,38 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import npu_network
 
 
-def hccn_ping_targets(ips_by_node, node, strategy='same_index'):
-    """Ping targets of ``node``: see plugin_utils.npu_network.hccn_ping_targets."""
+def hccn_ping_targets(ips_by_node, node, strategy='same_index', k=npu_network.SAMPLED_K_DEFAULT, seed=0,
+                      round_=None):
+    """Ping targets of ``node``: see plugin_utils.npu_network.ping_plan. ``round_`` None or empty: the UTC day
+    number (plugin_utils.npu_network.default_round)."""
     try:
-        return npu_network.hccn_ping_targets(ips_by_node, node, strategy)
+        return npu_network.hccn_ping_targets(ips_by_node, node, strategy, k, seed, ping_round(round_))
     except ValueError as e:
         raise AnsibleFilterError(str(e)) from e
+
+
+def ping_round(value=None):
+    """The rotation round of the sampled strategy: ``value`` when set, else the UTC day number."""
+    if value is None or value == '':
+        return npu_network.default_round()
+    try:
+        return int(value)
+    except (TypeError, ValueError) as e:
+        raise AnsibleFilterError('npu_network_ping_round must be an integer or empty, got %r' % (value,)) from e
+
+
+def npu_network_input_errors(hosts, hostvars, devices, checks, groups=None, flap_threshold=0):
+    """Input check of every host of ``hosts`` at once: each host's own npu_network_devices / npu_network_checks /
+    npu_network_npu_groups / npu_network_link_flap_threshold (inventory, extra vars), else the play's values.
+    See plugin_utils.npu_network.input_errors."""
+    play = (('npu_network_devices', devices), ('npu_network_checks', checks),
+            ('npu_network_npu_groups', [] if groups is None else groups),
+            ('npu_network_link_flap_threshold', flap_threshold))
+    values = {}
+    for host in hosts or []:
+        own = hostvars.get(host) or {}
+        values[host] = tuple(own[name] if name in own else value for name, value in play)
+    return npu_network.input_errors(values)
 
 
 class FilterModule(object):
@@ -27,5 +53,7 @@ class FilterModule(object):
     def filters(self):
         return {
             'hccn_ping_targets': hccn_ping_targets,
+            'npu_network_ping_round': ping_round,
+            'npu_network_input_errors': npu_network_input_errors,
             'npu_network_report': npu_network.npu_network_report,
         }

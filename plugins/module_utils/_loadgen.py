@@ -505,8 +505,13 @@ _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
+_ESCAPE = re.compile(r'\\(.)', re.S)
+
+
 def _unescape(value):
-    return value.replace('\\"', '"').replace('\\n', '\n').replace('\\\\', '\\')
+    """Prometheus label value escapes (``\\\\``, ``\\"``, ``\\n``) undone in one pass, so an escaped backslash
+    followed by ``n`` stays a backslash and an ``n``."""
+    return _ESCAPE.sub(lambda m: '\n' if m.group(1) == 'n' else m.group(1), value)
 
 
 def parse_labels(text):

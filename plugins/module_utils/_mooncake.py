@@ -8,8 +8,11 @@ No I/O here: text and values in, data out, so everything is unit-tested without 
 
 Facts used (Mooncake 0.3.x, vllm-ascend):
 - ``mooncake_master`` is a gflags program; ``--port`` and ``--max_threads`` exist in every release (newer ones
-  prefer ``--rpc_port`` / ``--rpc_thread_num`` and only warn about the old names), so the argv uses the old
-  names to work with the guide's v0.3.9 as well as with 0.3.13.
+  prefer ``--rpc_port`` / ``--rpc_thread_num`` and mark the old names deprecated). :func:`master_flag_names` gives
+  the spellings of the declared Mooncake version: the legacy ones when no version is declared or before 0.3.12
+  (the guide's v0.3.9 knows only those, and only ``--etcd_endpoints`` for HA), the preferred ones from 0.3.12
+  (``--rpc_port``, ``--rpc_thread_num``, HA through ``--ha_backend_type=etcd --ha_backend_connstring=...``;
+  ``mooncake_master --helpfull`` of PyPI 0.3.13.post1 lists all of them, ``--port``/``--max_threads`` as deprecated).
 - ``mooncake.json`` sizes are bytes; vllm-ascend also reads strings such as ``"100GB"`` (1024-based).
 - The master address is ``host:port``, or ``etcd://h1:2379;h2:2379`` when the masters run in HA mode.
 """
@@ -55,6 +58,39 @@ MASTER_FLAGS = [
 ]
 
 WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]')
+
+# From this Mooncake version the master's preferred flag names are rendered (see master_flag_names).
+NEW_FLAGS_SINCE = (0, 3, 12)
+# Defaults of mooncake_master that changed in 0.3.12 (the collection sets its own values where it matters):
+# (flag, default through 0.3.11, default from 0.3.12).
+CHANGED_DEFAULTS = (
+    ('eviction_high_watermark_ratio', 0.95, 0.90),
+    ('default_kv_lease_ttl', 5000, 10000),
+)
+_MC_VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]?(?:post|rc|dev)?\d*)?\s*$')
+
+
+def parse_mooncake_version(text):
+    """(major, minor, patch) of a Mooncake version such as ``v0.3.9``, ``0.3.13.post1``; None for '' or None.
+
+    Raises ValueError for anything else, naming the value."""
+    if text is None or str(text).strip() == '':
+        return None
+    m = _MC_VERSION_RE.match(str(text))
+    if not m:
+        raise ValueError('%r is not a Mooncake version (expected e.g. 0.3.9 or 0.3.13.post1)' % (text,))
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def master_flag_names(mooncake_version=None):
+    """{setting name: gflags name} for the declared Mooncake version ('' or None: the legacy names, which every
+    0.3.x release accepts). ``etcd_endpoints`` maps to ``ha_backend_connstring`` from 0.3.12, rendered together
+    with ``--ha_backend_type=etcd`` by :func:`build_master_argv`."""
+    names = dict(MASTER_FLAGS)
+    parsed = parse_mooncake_version(mooncake_version)
+    if parsed is not None and parsed >= NEW_FLAGS_SINCE:
+        names.update({'port': 'rpc_port', 'max_threads': 'rpc_thread_num', 'etcd_endpoints': 'ha_backend_connstring'})
+    return names
 
 
 # --- sizes ---------------------------------------------------------------------------------------------------------
@@ -162,12 +198,16 @@ def master_settings(params):
     return out
 
 
-def build_master_argv(binary, settings, extra_args=None):
-    """``[binary, --flag=value, ...] + extra_args`` in a stable order."""
+def build_master_argv(binary, settings, extra_args=None, mooncake_version=None):
+    """``[binary, --flag=value, ...] + extra_args`` in a stable order, spelled for ``mooncake_version``
+    (:func:`master_flag_names`)."""
+    names = master_flag_names(mooncake_version)
     argv = [str(binary)]
-    for name, flag in MASTER_FLAGS:
+    for name, _legacy in MASTER_FLAGS:
         if name in settings:
-            argv.append('--%s=%s' % (flag, format_flag_value(settings[name])))
+            if names[name] == 'ha_backend_connstring':
+                argv.append('--ha_backend_type=etcd')
+            argv.append('--%s=%s' % (names[name], format_flag_value(settings[name])))
     argv.extend(str(a) for a in (extra_args or []))
     return argv
 
@@ -223,6 +263,10 @@ _NEWER_FLAGS = {
     'metrics_host': 'This Mooncake release has no --metrics_host: leave metrics_address unset '
                     '(role: mooncake_master_metrics_address: ""), its metrics server then listens on all addresses',
 }
+for _flag in ('rpc_port', 'rpc_thread_num', 'ha_backend_type', 'ha_backend_connstring'):
+    _NEWER_FLAGS[_flag] = ('This Mooncake release has no --%s (0.3.12+ spelling): declare the version that runs '
+                           '(mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.9"), so the legacy '
+                           'flags --port / --max_threads / --etcd_endpoints are written' % _flag)
 _UNKNOWN_FLAG = re.compile(r"unknown command line flag '([A-Za-z0-9_]+)'")
 
 

@@ -21,7 +21,18 @@ setting                                read by             what the plan does
 ``ASCEND_BUFFER_POOL`` (env)           before v0.23        rendered before v0.23 (guide: ``4:8``), else
                                                            warned; v0.23+ gets ``HCCL_INTRA_ROCE_ENABLE=1``
                                                            (A2) or ``ASCEND_ENABLE_USE_FABRIC_MEM=1`` (A3)
+``kv_load_failure_policy`` (top)       every release       rendered when set (``recompute`` or ``fail``,
+                                                           vLLM's default); ``recompute`` avoids failed
+                                                           requests on ``-704`` (vllm-ascend #15060)
+``use_layerwise``                      v0.23+: prefill     warned from v0.23 unless ``backend: memcache``
+                                       side, memcache
+``LD_LIBRARY_PATH``                    every release       image: the toolkit's python site-packages; wheel
+                                                           (v0.23+ default): ``<site-packages>/mooncake``;
+                                                           source: ``/usr/local/lib``
 =====================================  ==================  ===============================================
+
+What each release needs on the node (pre-flight check ``versions``, :func:`release_requirements`): see
+``RELEASES`` below and docs/releases.md.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -44,6 +55,27 @@ LOOKUP_RPC_PORT_SINCE = (0, 12)
 REGISTER_BUFFER_BEFORE = (0, 12)
 ASCEND_BUFFER_POOL_BEFORE = (0, 23)
 OLDEST_KNOWN = (0, 11)
+LAYERWISE_NEEDS_MEMCACHE_SINCE = (0, 23)
+MOONCAKE_WHEEL_SINCE = (0, 23)
+KV_LOAD_FAILURE_POLICIES = ('recompute', 'fail')
+MOONCAKE_INSTALLS = ('image', 'wheel', 'source')
+SOURCE_LD_LIBRARY_PATH = '/usr/local/lib'
+
+# What the node needs for each release line (the newest line at or below the declared version applies), from the
+# vllm-ascend docs of that release (installation.md, user_guide/feature_guide/kv_pool.md) and release notes:
+# cann: the CANN toolkit the release is built against (installation.md: "CANN == 9.0.0" up to v0.22, 9.1.0 for
+#   v0.23+); hdk: the driver (Ascend HDK) floor per NPU generation (kv_pool.md "Hardware Dependency Quick
+#   Reference": 25.5 for HCCL_INTRA_ROCE_ENABLE on A2 and for FabricMem with Mooncake >= 0.3.11 on A3; none
+#   published for v0.22); mooncake: the Mooncake floor (kv_pool.md: >= 0.3.9, from v0.23 >= 0.3.11.post1) and how
+#   it is installed; glibc: what the mooncake-transfer-engine-npu wheel needs (kv_pool.md: glibc >= 2.35).
+RELEASES = (
+    ((0, 22), {'line': 'v0.22', 'cann': '9.0.0', 'hdk': {}, 'mooncake': '0.3.9', 'mooncake_install': 'image',
+               'glibc': None}),
+    ((0, 23), {'line': 'v0.23', 'cann': '9.1.0', 'hdk': {'a2': '25.5', 'a3': '25.5'}, 'mooncake': '0.3.11.post1',
+               'mooncake_install': 'wheel', 'glibc': '2.35'}),
+    ((0, 25), {'line': 'v0.25', 'cann': '9.1.0', 'hdk': {'a2': '25.5', 'a3': '25.5'}, 'mooncake': '0.3.11.post1',
+               'mooncake_install': 'wheel', 'glibc': '2.35'}),
+)
 
 OLD_CONNECTOR = 'MooncakeConnectorStoreV1'
 NEW_CONNECTOR = 'AscendStoreConnector'
@@ -97,13 +129,96 @@ def version_profile(version, npu_type='a2'):
     if not profile['reads_ascend_buffer_pool']:
         profile['transfer_env'] = ({'ASCEND_ENABLE_USE_FABRIC_MEM': '1'} if npu_type == 'a3'
                                    else {'HCCL_INTRA_ROCE_ENABLE': '1'})
+    profile['npu_type'] = npu_type
+    profile['layerwise_needs_memcache'] = mm >= LAYERWISE_NEEDS_MEMCACHE_SINCE
+    profile['requirements'] = release_requirements(mm, npu_type)
+    profile['release'] = profile['requirements']['line']
     return profile
+
+
+def release_requirements(major_minor, npu_type='a2'):
+    """What the node needs for a release (``(major, minor)``): the newest line of ``RELEASES`` at or below it
+    (the oldest line for older releases), with ``hdk`` resolved for ``npu_type``; ``known`` says whether the
+    release is one of the lines or newer (False below v0.22: the floors are the guide's, unchecked upstream)."""
+    chosen = RELEASES[0]
+    for since, req in RELEASES:
+        if tuple(major_minor) >= since:
+            chosen = (since, req)
+    out = dict(chosen[1])
+    out['hdk'] = chosen[1]['hdk'].get(npu_type)
+    out['known'] = tuple(major_minor) >= RELEASES[0][0]
+    return out
+
+
+def compare_versions(text, floor):
+    """-1, 0 or 1 as a dotted version text is below, at or above ``floor``; None when either is unreadable.
+
+    Reads the spellings of the Ascend version files: ``25.5.0``, ``24.1.rc2``, ``8.0.RC2``, ``9.1.0.alpha001``,
+    Mooncake's ``0.3.11.post1`` and glibc's ``2.36``. A release candidate (``rcN``), alpha or beta of a version
+    sorts before the version itself; ``postN`` after it."""
+    a, b = version_key(text), version_key(floor)
+    if a is None or b is None:
+        return None
+    return (a > b) - (a < b)
+
+
+_VSUFFIX_RE = re.compile(r'^(rc|alpha|beta|a|b|t|post|spc)(\d*)', re.IGNORECASE)
+
+
+def version_key(text):
+    """A sortable key of a dotted version text (see :func:`compare_versions`), or None: the numbers without
+    trailing zeros (``9.1.0`` is ``9.1``), then 0 for a pre-release (``rc2``, ``alpha001``, ``b060``), 1 for the
+    version itself, 2 for a post release (``post1``, ``SPC``), then the marker's number."""
+    if text is None:
+        return None
+    text = str(text).strip().lstrip('vV')
+    m = re.match(r'^(\d+(?:\.\d+)*)(?:[.\-_]?([A-Za-z][A-Za-z0-9]*))?', text)
+    if not m:
+        return None
+    numbers = [int(n) for n in m.group(1).split('.')]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    rank, number = 1, 0
+    if m.group(2):
+        suffix = _VSUFFIX_RE.match(m.group(2))
+        if not suffix:
+            return None
+        rank = 2 if suffix.group(1).lower() in ('post', 'spc') else 0
+        number = int(suffix.group(2) or 0)
+    return tuple(numbers), rank, number
+
+
+def render_ld_library_path(profile, install='', site_packages=ASCEND_LD_LIBRARY_PATH, extra=None):
+    """(LD_LIBRARY_PATH entries to prepend, warnings, errors) for where Mooncake comes from.
+
+    ``install``: ``image`` (the toolkit python's site-packages, the guide), ``wheel`` (the
+    mooncake-transfer-engine-npu wheel: its ``<site-packages>/mooncake`` directory holds the transport libraries),
+    ``source`` (``make install`` to ``/usr/local/lib``), or '' for the declared release's way (wheel from v0.23).
+    ``extra`` entries follow, without duplicates."""
+    warnings, errors = [], []
+    install = install or profile['requirements']['mooncake_install']
+    if install not in MOONCAKE_INSTALLS:
+        errors.append('vllm_instance_mooncake_install must be one of %s (or empty for the release\'s way), got %r'
+                      % (', '.join(MOONCAKE_INSTALLS), install))
+        install = profile['requirements']['mooncake_install']
+    site = str(site_packages or ASCEND_LD_LIBRARY_PATH).rstrip('/')
+    first = {'image': site, 'wheel': site + '/mooncake', 'source': SOURCE_LD_LIBRARY_PATH}[install]
+    out = [first]
+    for entry in extra or []:
+        entry = str(entry)
+        if entry and entry not in out:
+            out.append(entry)
+    if install == 'wheel' and site in out[1:]:
+        warnings.append('LD_LIBRARY_PATH: %s is for Mooncake from the image; the mooncake-transfer-engine-npu wheel '
+                        'loads its transport libraries from %s, which is prepended' % (site, first))
+    return out, warnings, errors
 
 
 # --- kv-transfer-config and environment ---------------------------------------------------------------------
 
 def render_kv_transfer_config(profile, lookup_rpc_port=0, connector='', kv_role='kv_both', extra_config=None,
-                              register_buffer=None, top_level=None, where='vllm_instance'):
+                              register_buffer=None, top_level=None, where='vllm_instance',
+                              kv_load_failure_policy=''):
     """(kv_transfer_config dict, warnings, errors) for one instance, as the declared version reads it.
 
     ``extra_config`` is passed on as ``kv_connector_extra_config`` except the keys this version ignores (warned
@@ -144,11 +259,22 @@ def render_kv_transfer_config(profile, lookup_rpc_port=0, connector='', kv_role=
                       % (where, backend, ', '.join(BACKENDS)))
     if extra.get('use_layerwise') and extra.get('load_async'):
         warnings.append('%s: load_async is ignored when use_layerwise is on' % where)
+    if (extra.get('use_layerwise') and profile.get('layerwise_needs_memcache')
+            and (extra.get('backend') or 'mooncake') != 'memcache'):
+        warnings.append('%s: use_layerwise: true needs the memcache backend in vllm-ascend %s and works only on the '
+                        'prefill side (kv_role %s, backend %s); set use_layerwise: false, or backend: memcache on '
+                        'the prefill instances' % (where, version, kv_role, extra.get('backend') or 'mooncake'))
     if kv_role not in KV_ROLES:
         errors.append('%s: kv_role %r is not one of %s (PD co-located instances use kv_both)'
                       % (where, kv_role, ', '.join(KV_ROLES)))
     extra[profile['rpc_port_key']] = lookup_rpc_port
     config = {'kv_connector': name, 'kv_role': kv_role, 'kv_connector_extra_config': extra}
+    if kv_load_failure_policy:
+        if kv_load_failure_policy not in KV_LOAD_FAILURE_POLICIES:
+            errors.append('%s: kv_load_failure_policy must be recompute or fail (vLLM\'s default), got %r'
+                          % (where, kv_load_failure_policy))
+        else:
+            config['kv_load_failure_policy'] = kv_load_failure_policy
     for key, value in sorted((top_level or {}).items()):
         if key in config:
             errors.append('%s: kv_transfer_extra.%s clashes with a rendered key; use the dedicated variable'
@@ -519,8 +645,8 @@ def plan_instances(instances, settings, host='this host'):
     ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
     model_path, served_model_name, dtype, max_model_len, max_num_batched_tokens, gpu_memory_utilization,
     listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
-    kv_transfer_extra, environment, python_hash_seed, ld_library_path, mooncake_config_path, extra_args,
-    reserved_ports.
+    kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
+    mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports.
     """
     errors, warnings = [], []
     plan = {'host': host, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
@@ -544,6 +670,12 @@ def plan_instances(instances, settings, host='this host'):
         return plan
     planned = []
     raw_warnings = []
+    ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
+                                           settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
+                                           settings.get('ld_library_path'))
+    warnings.extend('%s: %s' % (host, w) for w in warn)
+    errors.extend('%s: %s' % (host, e) for e in err)
+    plan['ld_library_path'] = ld
     for index, raw in enumerate(instances):
         if not isinstance(raw, dict):
             errors.append('%s: vllm_instance_instances[%d] must be a dict (devices, port, ...), got %r'
@@ -614,7 +746,8 @@ def plan_instances(instances, settings, host='this host'):
         extra.update(raw.get('kv_connector_extra_config') or {})
         config, warn, err = render_kv_transfer_config(
             profile, inst['lookup_rpc_port'], settings.get('kv_connector') or '', settings.get('kv_role') or 'kv_both',
-            extra, settings.get('register_buffer'), settings.get('kv_transfer_extra'), where)
+            extra, settings.get('register_buffer'), settings.get('kv_transfer_extra'), where,
+            settings.get('kv_load_failure_policy') or '')
         inst['kv_transfer_config'] = config
         raw_warnings.extend((where, w) for w in warn)
         errors.extend(err)
@@ -626,8 +759,7 @@ def plan_instances(instances, settings, host='this host'):
         inst['env'] = env
         raw_warnings.extend((where, w) for w in warn)
         errors.extend(err)
-        ld = [str(p) for p in (settings.get('ld_library_path') or []) if p]
-        inst['path_prepend'] = {'LD_LIBRARY_PATH': ld} if ld else {}
+        inst['path_prepend'] = {'LD_LIBRARY_PATH': ld}
         inst['extra_args'], dropped = drop_api_key_args([str(a) for a in (settings.get('extra_args') or [])] +
                                                         [str(a) for a in (raw.get('extra_args') or [])])
         if dropped:

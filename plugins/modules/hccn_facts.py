@@ -278,10 +278,9 @@ def discover_devices(npu_smi_path, timeout):
         ids = sorted(set(n['npu'] for n in listed.get('npus') or []))
         wrong = [i for i in ids if not 0 <= i <= MAX_DEVICE_ID]
         if wrong:
-            findings.append({'npu': None, 'check': 'device', 'ok': False, 'state': 'error',
-                             'message': 'npu-smi info -l lists NPU ids %s, outside 0-%d: not queried; run npu-smi '
-                                        'info -l by hand, or set devices' % (', '.join(str(i) for i in wrong),
-                                                                              MAX_DEVICE_ID),
+            message = ('npu-smi info -l lists NPU ids %s, outside 0-%d: not queried; run npu-smi info -l by hand, '
+                       'or set devices' % (', '.join(str(i) for i in wrong), MAX_DEVICE_ID))
+            findings.append({'npu': None, 'check': 'device', 'ok': False, 'state': 'error', 'message': message,
                              'raw': _hccn._first_line(res['stdout'], res['stderr'])})
             ids = [i for i in ids if 0 <= i <= MAX_DEVICE_ID]
         if ids:

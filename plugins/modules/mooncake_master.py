@@ -28,9 +28,10 @@ description:
   - A start that fails (the process exits and systemd gives up restarting it, or it is not ready in time) fails
     the task with the unit's name and the tail of its journal (C(journalctl -u kvpool-mooncake-master -n
     <log_lines>)) in the message.
-  - The flags are written C(--name=value) with the names every Mooncake 0.3.x release knows (C(--port),
-    C(--max_threads)); newer releases log that they prefer C(--rpc_port) and C(--rpc_thread_num) and behave the
-    same.
+  - The flags are written C(--name=value) in the spelling of O(mooncake_version). Unset, or before 0.3.12, gives
+    the names every Mooncake 0.3.x release knows (C(--port), C(--max_threads), HA with C(--etcd_endpoints)).
+    From 0.3.12 it gives the preferred names (C(--rpc_port), C(--rpc_thread_num), HA with
+    C(--ha_backend_type=etcd) and C(--ha_backend_connstring)).
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 extends_documentation_fragment:
@@ -50,6 +51,15 @@ options:
     type: int
     default: 50088
     aliases: [rpc_port]
+  mooncake_version:
+    description:
+      - Mooncake version of the master binary (C(0.3.9), C(0.3.13.post1), ...); picks the flag spellings.
+      - Empty writes the legacy spellings, which every 0.3.x release accepts (the guide's v0.3.9 knows only those).
+      - Defaults that changed in 0.3.12 (C(--eviction_high_watermark_ratio) 0.95 -> 0.90,
+        C(--default_kv_lease_ttl) 5000 -> 10000 ms) do not matter for the flags this module always writes
+        (O(eviction_high_watermark_ratio) has its own default); unset O(default_kv_lease_ttl) takes the binary's.
+    type: str
+    default: ''
   rpc_address:
     description:
       - Address the RPC server binds to (C(--rpc_address)); required by Mooncake in HA mode.
@@ -302,6 +312,7 @@ def main():
         argument_spec=dict(
             state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
             port=dict(type='int', default=50088, aliases=['rpc_port']),
+            mooncake_version=dict(type='str', default=''),
             rpc_address=dict(type='str'),
             metrics_port=dict(type='int', default=9003),
             metrics_address=dict(type='str'),
@@ -342,6 +353,10 @@ def main():
     for name in ('max_threads', 'client_ttl', 'default_kv_lease_ttl'):
         if p[name] is not None and p[name] < 1:
             module.fail_json(msg='%s must be at least 1 when set, got %d' % (name, p[name]))
+    try:
+        _mooncake.parse_mooncake_version(p['mooncake_version'])
+    except ValueError as exc:
+        module.fail_json(msg='mooncake_version: %s' % exc)
     if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
         module.fail_json(msg='enable_ha needs at least one etcd endpoint in etcd_endpoints')
     if p['poll_interval'] <= 0 or p['ready_timeout'] <= 0:
@@ -367,7 +382,8 @@ def main():
             module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
                                  'ascend.kvpool.mooncake_install) or set binary to its path.'
                                  % (p['binary'], ', '.join(BINARY_DIRS)), **result)
-        argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'])
+        argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'],
+                                        p['mooncake_version'])
     env = dict((str(k), str(v)) for k, v in (p['env'] or {}).items())
     result['argv'] = argv
     try:

@@ -26,13 +26,47 @@ extends_documentation_fragment:
   - ascend.kvpool.controller_report
 options:
   result_var:
-    description: Name of the host variable that holds each node's results.
+    description:
+      - Name of a host variable that holds each node's results already merged (C(npus), C(errors), C(findings),
+        C(tls), C(ping)).
+      - Default (unset) takes C(npu_network_node_result) where a host has it (the layout of earlier releases), else
+        builds them from each host's registered O(facts_var) and O(ping_var) results, so the role needs no task per
+        host for it.
     type: str
-    default: npu_network_node_result
+  ping_var:
+    description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_ping) result.
+    type: str
+    default: npu_network_ping
   hosts:
     description: Hosts whose results are merged; default the hosts of the play that are still running.
     type: list
     elements: str
+  ping_strategy:
+    description:
+      - >-
+        The ping plan of the run (C(same_index), C(ring), C(sampled), C(full_mesh), C(none)); when set, the
+        summary's second line states its coverage, for example
+        C(ping plan ring: 512 of 129,024 cross-node NPU pairs; every port pinged at least once), and the report
+        holds it as C(coverage).
+      - The plan is derived again from each host's O(facts_var) C(ips), with the same rules as the pings.
+    type: str
+  ping_sample_k:
+    description: C(sampled) only, the peers each port pings (the role's C(npu_network_ping_sample_k)).
+    type: int
+    default: 2
+  ping_seed:
+    description: C(sampled) only, the seed of the peer order.
+    type: int
+    default: 0
+  ping_round:
+    description: C(sampled) only, the rotation round the pings used.
+    type: int
+    default: 0
+  facts_var:
+    description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_facts) result
+      (its findings, and the C(ips) the ping plan is derived from).
+    type: str
+    default: npu_network_hccn
 seealso:
   - module: ascend.kvpool.hccn_facts
   - module: ascend.kvpool.hccn_ping
@@ -52,16 +86,23 @@ ok:
   returned: always
   type: bool
 report:
-  description: The report (C(ok), C(label), C(nodes), C(npus_checked), C(pings), C(findings), C(summary)).
+  description:
+    - The report (C(ok), C(label), C(nodes), C(npus_checked), C(pings), C(findings), C(coverage), C(summary)).
+    - C(coverage) (null without O(ping_strategy)) has C(strategy), C(pings), C(pairs) (distinct cross-node NPU
+      pairs pinged), C(total_pairs), C(ports), C(ports_pinged), C(not_pinged) (C(node/npuN) of ports with an IP that
+      no ping reached), and for C(sampled) C(k), C(seed), C(round) and C(full_cycle) (rounds until every same-index
+      pair was pinged).
   returned: always
   type: dict
 summary:
-  description: The summary lines, first the totals, then one line per finding.
+  description: The summary lines, first the totals, then the ping plan's coverage (with O(ping_strategy)), then one
+    line per finding.
   returned: always
   type: list
   elements: str
   sample:
     - "NPU network verification: 2 node(s), 16 NPU(s), 16 cross-node ping(s): 1 problem(s)"
+    - "ping plan same_index: 8 of 64 cross-node NPU pairs; every port pinged at least once"
     - "node2      npu3   link             link is DOWN | raw: link status: DOWN"
 path:
   description: Where the JSON report was written.

@@ -71,6 +71,27 @@ options:
   npu_smi_path:
     description: Path of C(npu-smi); default the one on C(PATH) or in the driver's install directories.
     type: path
+  ascend_versions:
+    description:
+      - Also read the Ascend software versions from the files the vllm-ascend guide mounts into its container
+        (C(/etc/ascend_install.info), the driver's C(version.info) in the install path it names) and the CANN
+        toolkit's C(ascend_toolkit_install.info) (the first of O(toolkit_info_paths) that exists), returned as
+        RV(ascend).
+    type: bool
+    default: false
+  toolkit_info_paths:
+    description: Glob patterns of the CANN toolkit's install record, tried in order.
+    type: list
+    elements: str
+    default:
+      - /usr/local/Ascend/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info
+      - /usr/local/Ascend/cann/*-linux/ascend_toolkit_install.info
+      - /usr/local/Ascend/cann-*/*-linux/ascend_toolkit_install.info
+  glibc:
+    description: Also read the node's glibc version (C(ldd --version), as the vllm-ascend guide checks it before
+      installing the Mooncake wheel), returned as RV(glibc).
+    type: bool
+    default: false
 seealso:
   - module: ascend.kvpool.npu_smi_facts
 """
@@ -144,8 +165,25 @@ npu:
       fails. The module itself does not fail for that, the judgement names it.
   returned: when O(npu_smi=true)
   type: dict
+ascend:
+  description:
+    - C(install_info) (path, C(exists), C(driver_path)), C(driver) (path of C(version.info), C(exists),
+      C(version)) and C(toolkit) (path found or null, C(version)); a version is null when its file is missing or
+      has no version line.
+  returned: when O(ascend_versions=true)
+  type: dict
+  sample:
+    install_info: {path: /etc/ascend_install.info, exists: true, driver_path: /usr/local/Ascend}
+    driver: {path: /usr/local/Ascend/driver/version.info, exists: true, version: 25.5.0}
+    toolkit: {path: /usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info, version: 9.1.0}
+glibc:
+  description: C(version) (null when unreadable), C(source) (C(ldd) or C(confstr)) and C(raw) (the first line read).
+  returned: when O(glibc=true)
+  type: dict
+  sample: {version: "2.35", source: ldd, raw: "ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35"}
 """
 
+import glob
 import os
 import socket
 import time
@@ -282,6 +320,41 @@ def container_facts(module, runtime, images):
     return {'runtime': path, 'images': present}
 
 
+def ascend_versions(toolkit_patterns):
+    info_text = read_text(_preflight.ASCEND_INSTALL_INFO)
+    driver_path = _preflight.driver_install_path(info_text)
+    version_info = os.path.join(driver_path, 'driver', 'version.info')
+    version_text = read_text(version_info)
+    toolkit = None
+    for pattern in toolkit_patterns:
+        found = sorted(glob.glob(pattern))
+        if found:
+            toolkit = found[0]
+            break
+    return {
+        'install_info': {'path': _preflight.ASCEND_INSTALL_INFO,
+                         'exists': os.path.isfile(_preflight.ASCEND_INSTALL_INFO), 'driver_path': driver_path},
+        'driver': {'path': version_info, 'exists': os.path.isfile(version_info),
+                   'version': _preflight.driver_version(version_text)},
+        'toolkit': {'path': toolkit, 'version': _preflight.toolkit_version(read_text(toolkit)) if toolkit else None},
+    }
+
+
+def glibc_facts(module):
+    ldd = module.get_bin_path('ldd')
+    if ldd:
+        rc, out, err = execute([ldd, '--version'], timeout=30)[:3]
+        first = ((out or '') + (err or '')).strip().splitlines()[:1]
+        version = _preflight.glibc_version(first[0] if first else '')
+        if version:
+            return {'version': version, 'source': 'ldd', 'raw': first[0]}
+    try:
+        text = os.confstr('CS_GNU_LIBC_VERSION')
+    except (AttributeError, ValueError, OSError):
+        text = ''
+    return {'version': _preflight.glibc_version(text or ''), 'source': 'confstr', 'raw': text or ''}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -294,6 +367,9 @@ def main():
             images=dict(type='list', elements='str', default=[]),
             npu_smi=dict(type='bool', default=False),
             npu_smi_path=dict(type='path'),
+            ascend_versions=dict(type='bool', default=False),
+            toolkit_info_paths=dict(type='list', elements='str', default=list(_preflight.TOOLKIT_INFO_GLOBS)),
+            glibc=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -315,6 +391,8 @@ def main():
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
         connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
         container = pool.submit(container_facts, module, p['container_runtime'], p['images'])
+        ascend = pool.submit(ascend_versions, p['toolkit_info_paths']) if p['ascend_versions'] else None
+        glibc = pool.submit(glibc_facts, module) if p['glibc'] else None
         result = dict(
             changed=False,
             hostname=socket.gethostname(),
@@ -327,6 +405,10 @@ def main():
         )
         if p['npu_smi']:
             result['npu'] = npus.result() if npus else dict(failed=True, msg=_npu_smi.NOT_FOUND)
+        if ascend:
+            result['ascend'] = ascend.result()
+        if glibc:
+            result['glibc'] = glibc.result()
     result['probe_s'] = round(time.monotonic() - started, 4)
     module.exit_json(**result)
 

@@ -10,8 +10,15 @@ Pure functions, unit-tested without Ansible. One record per node, as the ``prefl
      'facts': <preflight_facts result>, 'npu': <npu_smi_facts result or None when not checked>,
      'plan': <vllm_instance_plan: instances (name, port, devices, tensor_parallel_size, env, state), warnings>,
      'memory': {'segment_bytes', 'local_buffer_bytes', 'reserve_bytes'},
-     'master': {'is_master': bool, 'target': 'host:port' or '', 'port': 50088, 'metrics_port': 9003},
-     'container': {'enabled': bool, 'image': '...', 'runtime': 'docker'}}
+     'master': {'is_master': bool, 'target': 'host:port' or '', 'port': 50088, 'metrics_port': 9003,
+                'lease_ttl_ms': 0 (the binary's default), 'client_ttl_s': 0, 'mooncake_version': '0.3.9'},
+     'container': {'enabled': bool, 'image': '...', 'runtime': 'docker'},
+     'pool': {'protocol': 'ascend', 'ssd_offload': bool, 'hugepages': 'auto' or a size or 0},
+     'extra_ports': {port: 'what uses it'}}   # other services of the host (the router's, when it exists)
+
+The plan also carries ``profile`` (``_vllm.version_profile``: release line, requirements, npu_type, transfer_env).
+The release checks (``versions``, ``glibc``, ``hugepages``, ``adxl_ports``, ``hccl_roce``, ``timeouts``,
+``client_ttl``) are in the second half of this file; docs/preflight.md has their table with the upstream issues.
 
 The model directories checked are the instances' ``model`` values.
 
@@ -30,10 +37,15 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import (
+    format_host_port,
+    parse_mooncake_version,
+)
+from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import compare_versions
 
 GIB = 1073741824.0
-CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated')
+CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated',
+          'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl')
 
 
 def _finding(host, check, finding, fix, severity='error'):
@@ -479,7 +491,9 @@ def preflight_findings(records, settings=None):
                                   % (facts.get('msg') or 'no result'), 'Fix the error above and re-run.'))
     readable = [r for r in records if not module_failed(r.get('facts'), 'epoch')]
     per_node = [('npu', check_npus), ('memory', check_memory), ('port', check_ports), ('container', check_container),
-                ('deprecated', check_deprecated)]
+                ('deprecated', check_deprecated), ('versions', check_versions), ('glibc', check_glibc),
+                ('hugepages', check_hugepages), ('adxl_ports', check_adxl_ports), ('hccl_roce', check_hccl_roce),
+                ('timeouts', check_timeouts)]
     if settings.get('master_started'):
         per_node.append(('master', check_master))
     elif master_running(readable):
@@ -494,6 +508,8 @@ def preflight_findings(records, settings=None):
         found.extend(check_hash_seed(readable))
     if 'clock' in enabled:
         found.extend(check_clock(readable, float(settings.get('max_clock_skew_s', 2.0))))
+    if 'client_ttl' in enabled:
+        found.extend(check_client_ttl(readable))
     order = dict((c, i) for i, c in enumerate(CHECKS))
     found.sort(key=lambda f: (f['severity'] != 'error', f['host'], order.get(f['check'], 99)))
     errors = [f for f in found if f['severity'] == 'error']
@@ -504,3 +520,315 @@ def preflight_findings(records, settings=None):
             % (len(hosts), ', '.join(hosts), len(errors), len(found) - len(errors)))
     return {'ok': not errors, 'errors': len(errors), 'warnings': len(found) - len(errors), 'findings': found,
             'lines': lines, 'summary': '\n'.join([head] + lines)}
+
+
+# --- release checks (vllm-ascend v0.22 / v0.23 / v0.25, Mooncake 0.3.9 / 0.3.12+) --------------------------------
+ADXL_BASE_PORT = 20000   # ADXL (Ascend direct transport) listens on [ASCEND_BASE_PORT, +100] (vllm-ascend #8938)
+ADXL_RANGE = 100
+ASCEND_TRANSFER_TIMEOUT_MS = 3000   # Mooncake's Ascend transport default
+# HCCL's documented defaults (CANN environment variable reference): HCCL_RDMA_TIMEOUT 20, HCCL_RDMA_RETRY_CNT 7.
+HCCL_RDMA_TIMEOUT_DEFAULT = 20
+HCCL_RDMA_RETRY_CNT_DEFAULT = 7
+CLIENT_TTL_SSD_S = 120   # vllm-ascend kv_pool FAQ "SEGMENT_NOT_FOUND (SSD Offload)": --client_ttl=120
+CLIENT_TTL_DEFAULT_S = 10
+LEASE_DEFAULT_MS_OLD = 5000   # mooncake_master --default_kv_lease_ttl through 0.3.11
+LEASE_DEFAULT_MS_NEW = 10000  # from 0.3.12
+A2_CHIPS = ('910B',)  # npu-smi Name column of Atlas 800T/I A2 (910B1..910B4); A3 prints 910_93 / Ascend910
+
+
+def _profile(record):
+    return (record.get('plan') or {}).get('profile') or {}
+
+
+def _requirements(record):
+    return _profile(record).get('requirements') or {}
+
+
+def _pool(record):
+    return record.get('pool') or {}
+
+
+def _env_int(env, name, default=None):
+    value = (env or {}).get(name)
+    if value in (None, ''):
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def check_versions(record):
+    """CANN, driver (HDK) and the declared Mooncake version against the declared vllm-ascend release's floors:
+    below is an error, unreadable a warning (the version files of the guide's mounts)."""
+    host, profile, req = record['host'], _profile(record), _requirements(record)
+    ascend = (record.get('facts') or {}).get('ascend')
+    if not req or not _started(record):
+        return []
+    release = profile.get('version') or req.get('line')
+    found = []
+    if ascend is not None:
+        container = (record.get('container') or {}).get('enabled')
+        items = [('HDK driver', (ascend.get('driver') or {}), req.get('hdk'),
+                  'Upgrade the Ascend driver (HDK) on this node to %s or later (vllm-ascend %s, %s)'
+                  % (req.get('hdk'), release, (profile.get('npu_type') or 'a2').upper()))]
+        if not container:  # in a container the toolkit is the image's, not the host's
+            items.append(('CANN toolkit', (ascend.get('toolkit') or {}), req.get('cann'),
+                          'Install CANN %s or later (the toolkit vllm-ascend %s is built against), or declare the '
+                          'release that runs (vllm_instance_vllm_ascend_version)' % (req.get('cann'), release)))
+        for what, info, floor, fix in items:
+            if not floor:
+                continue
+            version = info.get('version')
+            present = info.get('exists') if 'exists' in info else bool(info.get('path'))
+            where = info.get('path') or 'ascend_toolkit_install.info under /usr/local/Ascend'
+            if version is None:
+                found.append(_finding(
+                    host, 'versions', '%s version unknown: %s %s'
+                    % (what, where, 'has no version line' if present else 'not found'),
+                    ('Mount or install the driver (the guide mounts /usr/local/Ascend/driver/version.info and '
+                     '/etc/ascend_install.info into the container)' if what.startswith('HDK') else
+                     'Install the CANN toolkit (or point preflight at its install record)')
+                    + '; vllm-ascend %s needs %s %s or later' % (release, what, floor), 'warning'))
+            elif compare_versions(version, floor) == -1:
+                found.append(_finding(host, 'versions', '%s %s (%s) is below %s, which vllm-ascend %s needs'
+                                      % (what, version, where, floor, release), fix + '.'))
+            elif compare_versions(version, floor) is None:
+                found.append(_finding(host, 'versions', '%s version %r (%s) cannot be compared with %s'
+                                      % (what, version, where, floor),
+                                      'Check the file; vllm-ascend %s needs %s %s or later.' % (release, what, floor),
+                                      'warning'))
+    declared = (record.get('master') or {}).get('mooncake_version')
+    floor = req.get('mooncake')
+    if declared and floor and compare_versions(declared, floor) == -1:
+        found.append(_finding(host, 'versions', 'Mooncake %s (mooncake_master_mooncake_version) is below %s, which '
+                              'vllm-ascend %s needs' % (declared, floor, release),
+                              'Install Mooncake %s or later (ascend.kvpool.mooncake_install: mooncake-transfer-engine-'
+                              'npu), and declare it in mooncake_master_mooncake_version.' % floor))
+    return found
+
+
+def check_glibc(record):
+    """The glibc the mooncake-transfer-engine-npu wheel needs (v0.23+: 2.35), on the host (in a container the
+    image's glibc counts, not checked here)."""
+    host, req = record['host'], _requirements(record)
+    glibc = (record.get('facts') or {}).get('glibc')
+    floor = req.get('glibc')
+    if glibc is None or not floor or not _started(record) or (record.get('container') or {}).get('enabled'):
+        return []
+    version = glibc.get('version')
+    if version is None:
+        return [_finding(host, 'glibc', 'glibc version unknown (ldd --version: %r)' % (glibc.get('raw') or ''),
+                         'Check ldd --version on the node: the mooncake-transfer-engine-npu wheel needs glibc %s or '
+                         'later.' % floor, 'warning')]
+    if compare_versions(version, floor) == -1:
+        return [_finding(host, 'glibc', 'glibc %s (%s) is older than the %s the mooncake-transfer-engine-npu wheel of '
+                         'vllm-ascend %s needs' % (version, glibc.get('raw') or glibc.get('source'), floor,
+                                                   _profile(record).get('version')),
+                         'Run the instances in the vllm-ascend image (vllm_ascend_container_enabled), or upgrade the '
+                         'OS (glibc %s: Ubuntu 22.04, openEuler 24.03), or build Mooncake from source.' % floor)]
+    return []
+
+
+def hugepages_needed(record):
+    """(bytes of huge pages the node needs, why) or (0, '') when the check does not apply.
+
+    ``pool.hugepages``: ``auto`` needs them where vllm-ascend's kv_pool guide reserves them (``echo 200000 >
+    /proc/sys/vm/nr_hugepages``: v0.23+ on A2, protocol ascend, HCCL_INTRA_ROCE_ENABLE=1 direct transfer): every
+    TP rank's global segment (the collection's estimate: 200000 2 MiB pages = 390 GiB for the guide's TP 4 x 100
+    GiB); a number is bytes needed as given; 0 switches the check off."""
+    pool, profile = _pool(record), _profile(record)
+    wanted = pool.get('hugepages', 'auto')
+    started = _started(record)
+    if not started:
+        return 0, ''
+    if str(wanted) != 'auto':
+        try:
+            return int(wanted), 'preflight_hugepages'
+        except (TypeError, ValueError):
+            return 0, ''
+    roce = any(str((i.get('env') or {}).get('HCCL_INTRA_ROCE_ENABLE')) == '1' for i in started)
+    if pool.get('protocol', 'ascend') != 'ascend' or profile.get('reads_ascend_buffer_pool', True) or not roce:
+        return 0, ''
+    ranks = sum(int(i.get('tensor_parallel_size') or len(i.get('devices') or [])) for i in started)
+    segment = int((record.get('memory') or {}).get('segment_bytes') or 0)
+    return ranks * segment, ('%d TP rank(s) x global_segment_size %s (HCCL_INTRA_ROCE_ENABLE=1, vllm-ascend %s)'
+                             % (ranks, _gib_size(segment), profile.get('version')))
+
+
+def check_hugepages(record):
+    host = record['host']
+    needed, why = hugepages_needed(record)
+    mem = (record.get('facts') or {}).get('memory') or {}
+    if not needed or 'HugePages_Total' not in mem:
+        return []
+    size = int(mem.get('Hugepagesize') or 2097152)
+    have = int(mem.get('HugePages_Total') or 0) * size
+    if have >= needed:
+        return []
+    pages = -(-needed // size)
+    return [_finding(host, 'hugepages', 'HugePages_Total %d x %d kB = %s of huge pages, but %s need %s'
+                     % (int(mem.get('HugePages_Total') or 0), size // 1024, _gib(have), why, _gib(needed)),
+                     'Reserve them before the instances start: echo %d > /proc/sys/vm/nr_hugepages (and '
+                     'vm.nr_hugepages in /etc/sysctl.d to keep it), or lower mooncake_config_global_segment_size; '
+                     'preflight_hugepages: 0 switches the check off.' % pages)]
+
+
+def adxl_range(env):
+    """[first, last] of the ADXL listen range for an instance environment (``ASCEND_BASE_PORT`` moves it)."""
+    base = _env_int(env, 'ASCEND_BASE_PORT', ADXL_BASE_PORT)
+    base = ADXL_BASE_PORT if base is None else base
+    return base, base + ADXL_RANGE
+
+
+def plan_ports(record):
+    """[(port, what)] of every port the plan uses on this node: the instances' API ports, their kv_ports
+    (kv-transfer-config ``kv_port``), the master's RPC and metrics ports on its node, and ``extra_ports`` (other
+    services of the node, e.g. the router's when it exists)."""
+    out = []
+    for inst in _started(record):
+        if inst.get('port'):
+            out.append((int(inst['port']), 'port of instance %s' % inst.get('name')))
+        kv_port = (inst.get('kv_transfer_config') or {}).get('kv_port')
+        if kv_port not in (None, '') and str(kv_port).isdigit():
+            out.append((int(kv_port), 'kv_port of instance %s' % inst.get('name')))
+    master = record.get('master') or {}
+    if master.get('is_master'):
+        out.append((int(master.get('port') or 0), 'Mooncake master RPC port (mooncake_master_port)'))
+        out.append((int(master.get('metrics_port') or 0),
+                    'Mooncake master metrics port (mooncake_master_metrics_port)'))
+    for port, what in sorted((record.get('extra_ports') or {}).items(), key=lambda kv: str(kv[0])):
+        if str(port).isdigit():
+            out.append((int(port), str(what)))
+    return [(p, w) for p, w in out if p]
+
+
+def check_adxl_ports(record):
+    """A port of the plan inside ADXL's listen range of an instance on the node: ``ZMQError: Address already in
+    use`` at random starts (vllm-ascend #8938). Only with protocol ascend (the ADXL transport)."""
+    host = record['host']
+    started = _started(record)
+    if _pool(record).get('protocol', 'ascend') != 'ascend' or not started:
+        return []
+    ranges = sorted(set(adxl_range(i.get('env')) for i in started))
+    found = []
+    for port, what in plan_ports(record):
+        for first, last in ranges:
+            if first <= port <= last:
+                found.append(_finding(
+                    host, 'adxl_ports', '%s %d is inside the ADXL listen range [%d, %d] of the instances (Mooncake\'s '
+                    'Ascend transport binds there at random: ZMQError: Address already in use, vllm-ascend #8938)'
+                    % (what, port, first, last),
+                    'Move the port out of [%d, %d] (e.g. kv_port 30000 or above), or move the range with '
+                    'ASCEND_BASE_PORT in vllm_instance_environment (e.g. 22000).' % (first, last)))
+    return found
+
+
+def check_hccl_roce(record):
+    """v0.23+ with protocol ascend on A2 NPUs (npu-smi's 910B chips, or vllm_instance_npu_type a2) without
+    HCCL_INTRA_ROCE_ENABLE=1: puts succeed and transfers fail (Mooncake #3749)."""
+    host, profile = record['host'], _profile(record)
+    if (not profile or profile.get('reads_ascend_buffer_pool', True)
+            or _pool(record).get('protocol', 'ascend') != 'ascend'):
+        return []
+    chips = sorted(set(str(e.get('name') or '') for e in (record.get('npu') or {}).get('npus') or []
+                       if isinstance(e, dict) and e.get('name')))
+    a2 = any(c.startswith(A2_CHIPS) for c in chips) if chips else profile.get('npu_type') == 'a2'
+    if not a2:
+        return []
+    found = []
+    for inst in _started(record):
+        value = (inst.get('env') or {}).get('HCCL_INTRA_ROCE_ENABLE')
+        if str(value) != '1':
+            found.append(_finding(
+                host, 'hccl_roce', 'instance %s runs on A2 NPUs (%s) with protocol ascend and vllm-ascend %s, but '
+                'HCCL_INTRA_ROCE_ENABLE is %s: puts succeed and transfers fail (Mooncake #3749)'
+                % (inst.get('name'), ', '.join(chips) or 'vllm_instance_npu_type a2', profile.get('version'),
+                   'unset' if value in (None, '') else repr(str(value))),
+                'Set vllm_instance_npu_type: a2 (renders HCCL_INTRA_ROCE_ENABLE=1) and drop any other '
+                'HCCL_INTRA_ROCE_ENABLE from vllm_instance_environment.'))
+    return found
+
+
+def lease_ttl_ms(master):
+    """The master's --default_kv_lease_ttl in ms: the configured value, else the binary's default by version."""
+    value = int((master or {}).get('lease_ttl_ms') or 0)
+    if value > 0:
+        return value, 'mooncake_master_default_kv_lease_ttl'
+    try:
+        parsed = parse_mooncake_version((master or {}).get('mooncake_version'))
+    except ValueError:
+        parsed = None
+    if parsed is not None and parsed >= (0, 3, 12):
+        return LEASE_DEFAULT_MS_NEW, 'the default of Mooncake %s' % master.get('mooncake_version')
+    return LEASE_DEFAULT_MS_OLD, 'the default of Mooncake %s' % ((master or {}).get('mooncake_version') or '< 0.3.12')
+
+
+def check_timeouts(record):
+    """ASCEND_TRANSFER_TIMEOUT below the RDMA retry budget (4.096 us x 2^HCCL_RDMA_TIMEOUT x HCCL_RDMA_RETRY_CNT),
+    judged when the instance sets HCCL_RDMA_TIMEOUT or HCCL_RDMA_RETRY_CNT; and the master's lease below
+    ASCEND_CONNECT_TIMEOUT / ASCEND_TRANSFER_TIMEOUT (LEASE_EXPIRED, -707). Only with protocol ascend."""
+    host = record['host']
+    if _pool(record).get('protocol', 'ascend') != 'ascend':
+        return []
+    lease, lease_from = lease_ttl_ms(record.get('master'))
+    found = []
+    for inst in _started(record):
+        env, name = inst.get('env') or {}, inst.get('name')
+        names = ('ASCEND_TRANSFER_TIMEOUT', 'HCCL_RDMA_TIMEOUT', 'HCCL_RDMA_RETRY_CNT', 'ASCEND_CONNECT_TIMEOUT')
+        values = dict((n, _env_int(env, n)) for n in names)
+        bad = [n for n in names if env.get(n) not in (None, '') and values[n] is None]
+        for n in bad:
+            found.append(_finding(host, 'timeouts', 'instance %s: %s=%r is not a whole number' % (name, n, env.get(n)),
+                                  'Set %s to a whole number (milliseconds for the ASCEND_ ones).' % n))
+        if bad:
+            continue
+        transfer = values['ASCEND_TRANSFER_TIMEOUT']
+        # The budget is judged when the instance sets the RDMA retry variables (HCCL's defaults for the other one).
+        if any(env.get(n) not in (None, '') for n in names[1:3]):
+            rdma_timeout = values['HCCL_RDMA_TIMEOUT']
+            rdma_timeout = HCCL_RDMA_TIMEOUT_DEFAULT if rdma_timeout is None else rdma_timeout
+            retries = values['HCCL_RDMA_RETRY_CNT']
+            retries = HCCL_RDMA_RETRY_CNT_DEFAULT if retries is None else retries
+            budget_ms = 4.096e-3 * (2 ** rdma_timeout) * retries
+            effective = ASCEND_TRANSFER_TIMEOUT_MS if transfer is None else transfer
+            if effective < budget_ms:
+                found.append(_finding(
+                    host, 'timeouts', 'instance %s: ASCEND_TRANSFER_TIMEOUT %d ms%s is below the RDMA retry budget '
+                    '4.096 us x 2^%d (HCCL_RDMA_TIMEOUT) x %d (HCCL_RDMA_RETRY_CNT) = %.0f ms: transfers time out '
+                    '(Sync batch data transfer timeout, status 103900-103902) while RDMA still retries'
+                    % (name, effective, '' if transfer is not None else ' (default)', rdma_timeout, retries, budget_ms),
+                    'Raise ASCEND_TRANSFER_TIMEOUT above %.0f ms, or lower HCCL_RDMA_TIMEOUT / HCCL_RDMA_RETRY_CNT '
+                    '(vllm_instance_environment); keep the master\'s lease above it.' % budget_ms))
+        for n, default in (('ASCEND_CONNECT_TIMEOUT', None), ('ASCEND_TRANSFER_TIMEOUT', ASCEND_TRANSFER_TIMEOUT_MS)):
+            value = values[n] if values[n] is not None else default
+            if value is not None and lease <= value:
+                found.append(_finding(
+                    host, 'timeouts', 'instance %s: the master\'s default_kv_lease_ttl %d ms (%s) is not above '
+                    '%s %d ms%s: objects expire mid-transfer under load (LEASE_EXPIRED, -707)'
+                    % (name, lease, lease_from, n, value, '' if values[n] is not None else ' (default)'),
+                    'Set mooncake_master_default_kv_lease_ttl above %d ms (vllm-ascend\'s docs use 11000), or lower %s.'
+                    % (value, n)))
+    return found
+
+
+def check_client_ttl(records):
+    """With SSD offload on, the master's --client_ttl below what vllm-ascend's docs recommend (120 s): SSD offload
+    stops with SEGMENT_NOT_FOUND after the ping thread misses beats (kv_pool FAQ, Issue 2). Named on the master's
+    node, a warning (a recommendation)."""
+    if not any(_pool(r).get('ssd_offload') for r in records):
+        return []
+    found = []
+    for record in records:
+        master = record.get('master') or {}
+        if not master.get('is_master'):
+            continue
+        ttl = int(master.get('client_ttl_s') or 0)
+        effective = ttl or CLIENT_TTL_DEFAULT_S
+        if effective < CLIENT_TTL_SSD_S:
+            found.append(_finding(
+                record['host'], 'client_ttl', 'SSD offload is on (enable_ssd_offload) and the master\'s client_ttl is '
+                '%d s%s, below the %d s vllm-ascend recommends: SEGMENT_NOT_FOUND stops the offload after a missed '
+                'heartbeat' % (effective, '' if ttl else ' (default)', CLIENT_TTL_SSD_S),
+                'Set mooncake_master_client_ttl: %d.' % CLIENT_TTL_SSD_S, 'warning'))
+    return found

@@ -797,3 +797,57 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
         for state_dir in (other_checkout, state):
             subprocess.run([sys.executable, str(MOCKCTL), "--state-dir", str(state_dir), "down"],
                            capture_output=True, check=False)
+
+
+# --- SIMULATED Ascend software files, huge pages and glibc (pre-flight checks of the releases) --------------------
+def test_ascend_files_default_and_faults(tmp_path):
+    sim = Sim(tmp_path / "state")
+    files = mockctl.render_ascend_files(sim.state("node1"))
+    assert "Driver_Install_Path_Param=/usr/local/Ascend\n" in files[mockctl.ASCEND_INSTALL_INFO_IN_NODE]
+    assert files[mockctl.DRIVER_VERSION_IN_NODE].startswith(f"Version={mockctl.DEFAULT_DRIVER_VERSION}\n")
+    assert f"version={mockctl.DEFAULT_CANN_VERSION}\n" in files[mockctl.TOOLKIT_INFO_IN_NODE]
+    assert files[mockctl.LDD_WRAPPER_IN_NODE] is None
+    sim.fault("node1", "all", "driver_version", "24.1.rc2")
+    sim.fault("node1", "all", "cann_version", "missing")
+    sim.fault("node1", "all", "glibc", "2.31")
+    files = mockctl.render_ascend_files(sim.state("node1"))
+    assert files[mockctl.DRIVER_VERSION_IN_NODE].startswith("Version=24.1.rc2\n")
+    assert files[mockctl.TOOLKIT_INFO_IN_NODE] is None
+    assert "echo 'ldd (GNU libc) 2.31'" in files[mockctl.LDD_WRAPPER_IN_NODE]
+    assert "SIMULATED" in files[mockctl.LDD_WRAPPER_IN_NODE]
+    sim.mockctl("fault", "clear")
+    assert mockctl.render_ascend_files(sim.state("node1"))[mockctl.LDD_WRAPPER_IN_NODE] is None
+
+
+def test_hugepages_fault_rewrites_the_meminfo_file_in_place(tmp_path):
+    sim = Sim(tmp_path / "state")
+    path = sim.fabric / "node2.meminfo"
+    inode = path.stat().st_ino
+    assert path.read_text().split("\n")[0] == Path("/proc/meminfo").read_text().split("\n")[0]
+    sim.fault("node2", "all", "hugepages", "204800")
+    text = path.read_text()
+    assert path.stat().st_ino == inode  # the container's bind mount keeps seeing it
+    assert "HugePages_Total:   204800\n" in text and "HugePages_Free:    204800\n" in text
+    assert "MemTotal:" in text and "Hugepagesize:" in text
+    sim.mockctl("fault", "clear", "--node", "node2")
+    assert "HugePages_Total:   204800" not in path.read_text()
+
+
+@pytest.mark.parametrize("check, value", [("driver_version", "latest"), ("glibc", "missing"), ("hugepages", "-1"),
+                                          ("cann_version", "9..1")])
+def test_release_fault_bad_values(tmp_path, check, value):
+    sim = Sim(tmp_path / "state")
+    proc = sim.mockctl("fault", "set", "--node", "node1", "--npu", "all", "--check", check, "--value", value,
+                       check=False)
+    assert proc.returncode != 0 and f"{check} --value must be" in proc.stderr
+    proc = sim.mockctl("fault", "set", "--node", "node1", "--npu", "3", "--check", "hugepages", "--value", "1",
+                       check=False)
+    assert proc.returncode != 0 and "node-wide" in proc.stderr
+
+
+def test_render_meminfo_keeps_the_hosts_lines_without_the_fault():
+    host = ("MemTotal:       24536064 kB\nHugePages_Total:       0\nHugePages_Free:        0\n"
+            "Hugepagesize:       2048 kB\n")
+    assert mockctl.render_meminfo(host, None) == host
+    out = mockctl.render_meminfo(host + "Hugetlb:               0 kB\n", 10)
+    assert "HugePages_Total:      10\n" in out and "Hugetlb:           20480 kB\n" in out

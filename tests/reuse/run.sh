@@ -18,7 +18,8 @@ cd "$here"
 export ANSIBLE_CONFIG="$here/ansible.cfg"
 export ANSIBLE_COLLECTIONS_PATH="$work/collections"
 echo "== install it into $work/collections"
-"$bin/ansible-galaxy" collection install --force "$artifact" -p "$work/collections" >/dev/null
+# --offline: the declared dependencies (community.docker) are satisfied by the ansible bundle of the venv.
+"$bin/ansible-galaxy" collection install --offline --force "$artifact" -p "$work/collections" >/dev/null
 export ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 export KVPOOL_SIM_KEY=${KVPOOL_SIM_KEY:-$repo/.sim/id_ed25519}
 export KVPOOL_REUSE_REPORT="$work/vllm.json"

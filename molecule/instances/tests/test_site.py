@@ -133,7 +133,8 @@ def test_a_failing_instance_fails_the_run_with_the_summary_and_log_tail(deployed
 @pytest.mark.parametrize('extra, needles', [
     ({'vllm_instance_register_buffer': True},
      ['node1: instance vllm-8002: register_buffer: true', 'ignored by vllm-ascend v0.22.1rc1']),
-    ({'vllm_instance_vllm_ascend_version': 'v0.23.0', 'vllm_instance_ascend_buffer_pool': '4:8'},
+    ({'vllm_instance_vllm_ascend_version': 'v0.23.0', 'vllm_instance_ascend_buffer_pool': '4:8',
+      'mooncake_master_mooncake_version': '0.3.13.post1'},
      ['ASCEND_BUFFER_POOL=4:8', 'no longer read by vllm-ascend v0.23.0', 'HCCL_INTRA_ROCE_ENABLE=1']),
     ({'vllm_instance_kv_connector': 'MooncakeConnectorStoreV1'},
      ['kv_connector MooncakeConnectorStoreV1 is deprecated in vllm-ascend v0.22.1rc1']),
@@ -151,7 +152,8 @@ def test_v011_renders_the_guide_verbatim_and_newer_releases_drop_the_stale_setti
     assert old.rc == 0
     assert '"kv_connector": "MooncakeConnectorStoreV1"' in old.stdout and '"mooncake_rpc_port": 0' in old.stdout
     assert '"register_buffer": true' in old.stdout
-    new = site('--tags', 'instances', '--diff', check=True, extra_vars={'vllm_instance_vllm_ascend_version': 'v0.23.0'})
+    v023 = {'vllm_instance_vllm_ascend_version': 'v0.23.0', 'mooncake_master_mooncake_version': '0.3.13.post1'}
+    new = site('--tags', 'instances', '--diff', check=True, extra_vars=v023)
     assert new.rc == 0
     assert '-  env ASCEND_BUFFER_POOL=4:8' in new.stdout and '+  env HCCL_INTRA_ROCE_ENABLE=1' in new.stdout
     assert set(new.changed().values()) == {1}  # would restart each node's instance; check mode changed nothing

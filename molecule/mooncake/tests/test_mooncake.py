@@ -61,7 +61,9 @@ def healthy_at_the_end():
 
 def test_master_is_healthy_on_node1_only():
     assert health() == '200'
-    assert '--port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
+    # Mooncake 0.3.13.post1 declared (vars/mock.yml): the 0.3.12+ spelling --rpc_port, accepted by the real binary.
+    assert '--rpc_port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
+    assert '--port=' not in master_cmdline()
     rc, out = sh('node1', 'curl -s http://172.31.250.11:9003/metrics')
     assert rc == 0 and 'master_' in out                      # Prometheus metrics of the real master
     # Both servers listen on the node's own address only, not on every interface.
@@ -189,3 +191,22 @@ def test_unreachable_master_fails_the_probe_naming_node_and_address():
     assert 'node1: cannot reach the Mooncake master at 172.31.250.11:50099' in run.stdout, run.stdout
     heal = converge()
     assert heal.rc == 0 and 'sha256 match' in heal.stdout
+
+
+def test_wheel_install_stops_on_an_old_glibc_before_installing():
+    """SIMULATED glibc 2.31 on node2 (mockctl fault glibc: ldd --version says so): the role names the node, the
+    wheel, what it needs and what to do, and installs nothing (a fresh virtualenv stays without mooncake)."""
+    lib.mockctl('fault', 'set', '--node', 'node2', '--npu', 'all', '--check', 'glibc', '--value', '2.31')
+    try:
+        run = converge(mooncake_install_virtualenv='/opt/kvpool-mooncake-glibc')
+    finally:
+        lib.mockctl('fault', 'clear', '--node', 'node2')
+    text = ' '.join(run.stdout.split())
+    assert run.rc != 0
+    assert ('node2: mooncake-transfer-engine-non-cuda 0.3.13.post1 needs glibc 2.35 or later, but this node has '
+            'glibc 2.31 (ldd (GNU libc) 2.31). Nothing was installed.') in text, text[-3000:]
+    assert 'node1: glibc 2.36 (needs 2.35)' in text
+    rc, out = sh('node2', '/opt/kvpool-mooncake-glibc/bin/python -c "import mooncake"')
+    assert rc != 0, out
+    sh('node1', 'rm -rf /opt/kvpool-mooncake-glibc')
+    sh('node2', 'rm -rf /opt/kvpool-mooncake-glibc')

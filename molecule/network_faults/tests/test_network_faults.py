@@ -201,7 +201,7 @@ def test_missing_hccn_tool_names_the_host():
 @pytest.mark.parametrize('extra,needle', [
     ({'npu_network_devices': [0, 99]}, 'npu_network_devices must be NPU physical ids 0-15'),
     ({'npu_network_devices': 'all'}, 'npu_network_devices'),
-    ({'npu_network_ping_strategy': 'ring'}, 'npu_network_ping_strategy'),
+    ({'npu_network_ping_strategy': 'star'}, 'npu_network_ping_strategy'),
     ({'npu_network_checks': ['link', 'speed']}, 'npu_network_checks'),
     ({'npu_network_npu_groups': [[0, 1], [2, 16]]}, 'npu_network_npu_groups must be a list of lists of NPU ids'),
     ({'npu_network_npu_groups': [0, 1]}, 'npu_network_npu_groups'),

@@ -237,7 +237,20 @@ def test_preflight_size_settings_are_checked():
     segments = {'100GB': True, 107374182400: True, '0': True, '1.5GB': False, '100 PB': False}
     got = render(*[case(*PREFLIGHT_SETTINGS, keys=['that'], groups=NODE1, host='node1',
                         variables={'preflight_checks': ['memory'], 'preflight_max_clock_skew_s': 2.0,
-                                   'preflight_global_segment_size': segment, 'preflight_local_buffer_size': '1GB'})
+                                   'preflight_global_segment_size': segment, 'preflight_local_buffer_size': '1GB',
+                                   'preflight_hugepages': 'auto', 'preflight_extra_ports': {}})
                    for segment in segments])
     for (segment, ok), result in zip(segments.items(), got):
         assert all(result['that']) is ok, segment
+
+
+def test_preflight_hugepages_and_extra_ports_are_checked():
+    cases = [('auto', {}, True), ('400GB', {}, True), (0, {'30000': 'router'}, True), ('lots', {}, False),
+             ('auto', {'router': 30000}, False), ('auto', [30000], False)]
+    got = render(*[case(*PREFLIGHT_SETTINGS, keys=['that'], groups=NODE1, host='node1',
+                        variables={'preflight_checks': ['adxl_ports'], 'preflight_max_clock_skew_s': 2.0,
+                                   'preflight_global_segment_size': '1GB', 'preflight_local_buffer_size': '1GB',
+                                   'preflight_hugepages': hugepages, 'preflight_extra_ports': ports})
+                   for hugepages, ports, _ok in cases])
+    for (hugepages, ports, ok), result in zip(cases, got):
+        assert all(result['that']) is ok, (hugepages, ports)

@@ -39,7 +39,7 @@ def test_none_and_single_node():
 
 def test_unknown_strategy_names_the_variable():
     with pytest.raises(AnsibleFilterError, match='npu_network_ping_strategy'):
-        hccn_ping_targets(IPS, 'node1', 'ring')
+        hccn_ping_targets(IPS, 'node1', 'star')
 
 
 def _tls(switch):

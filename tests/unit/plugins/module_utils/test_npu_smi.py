@@ -94,7 +94,16 @@ def _info(name):
 
 
 def test_every_npu_smi_fixture_is_exercised():
-    assert set(fixture_names("npu_smi_")) == set(INFO) | set(DRIVER_ERRORS) | set(LISTS) | set(TOPO)
+    assert set(fixture_names("npu_smi_")) == (set(INFO) | set(DRIVER_ERRORS) | set(LISTS) | set(TOPO)
+                                              | {"npu_smi_list_one_npu.txt"})
+
+
+def test_the_one_npu_list_goes_with_the_one_npu_tables():
+    listing = read_answer("npu_smi_list_one_npu.txt")
+    assert parse_list(listing["stdout"]) == {"total": 1, "npus": [{"npu": 0, "chip_count": 1}]}
+    for table in ("npu_smi_info_910b4_single.txt", "npu_smi_info_310b4_alarm.txt"):
+        got = facts(_run(table), _run("npu_smi_list_one_npu.txt"))
+        assert not got.get("failed") and got["count"] == 1, got
 
 
 @pytest.mark.parametrize("name", sorted(INFO))

@@ -15,7 +15,7 @@ __metaclass__ = type
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _loadgen, _preflight
@@ -101,6 +101,7 @@ def test_prometheus_text_gives_float_samples_and_round_trips_its_keys(text):
 
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.from_regex(r'\A[a-zA-Z_][a-zA-Z0-9_]{0,8}\Z'), st.text(max_size=10), max_size=4))
+@example({'A': '\\n'})  # a backslash then n: found by this property (the unescaping ran in the wrong order)
 def test_prometheus_labels_round_trip_whatever_they_hold(labels):
     key = _loadgen.series_key('m', labels)
     assert _loadgen.split_series(key) == ('m', labels)

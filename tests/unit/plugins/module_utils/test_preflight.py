@@ -164,3 +164,81 @@ def test_socket_inode(link, inode):
 ])
 def test_wildcard(address, expected):
     assert wildcard(address) is expected
+
+
+# --- Ascend version files and glibc ------------------------------------------------------------------------------
+# ldd_debian12.txt: `ldd --version` of the development machine (Debian 12). The three Ascend files are in the key=value
+# format the vendor's own scripts read (/etc/ascend_install.info sourced by the driver's device_boot_init and
+# setenv scripts, which take Driver_Install_Path_Param; driver/version.info with Version= and package_version=;
+# ascend_toolkit_install.info with version=, as CANN's install guides `cat` it). They are reconstructed from those
+# scripts and guides, not captured from a host: no Ascend host is available to this project.
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (  # noqa: E402
+    DEFAULT_DRIVER_INSTALL_PATH,
+    driver_install_path,
+    driver_version,
+    glibc_version,
+    parse_key_values,
+    toolkit_version,
+)
+
+
+def test_ascend_files_give_the_driver_path_and_the_versions():
+    assert driver_install_path(recorded('ascend_install.info')) == '/usr/local/Ascend'
+    assert driver_version(recorded('driver_version.info')) == '24.1.rc2'
+    assert toolkit_version(recorded('ascend_toolkit_install.info')) == '8.0.RC2'
+    assert parse_key_values(recorded('ascend_install.info'))['UserName'] == 'HwHiAiUser'
+
+
+@pytest.mark.parametrize('text, path', [
+    ('', DEFAULT_DRIVER_INSTALL_PATH),
+    ('Driver_Install_Path_Param=/opt/Ascend/\n', '/opt/Ascend'),
+    ('driver_install_path_param="/data/Ascend"\n', '/data/Ascend'),
+    ('# Driver_Install_Path_Param=/commented\nDriver_Install_Path_Param=/usr/local/Ascend\n', '/usr/local/Ascend'),
+    ('Driver_Install_Path_Param=\n', DEFAULT_DRIVER_INSTALL_PATH),
+])
+def test_driver_install_path(text, path):
+    assert driver_install_path(text) == path
+
+
+@pytest.mark.parametrize('text, version', [
+    ('Version=25.5.0\n', '25.5.0'),
+    ('package_version=26.0.rc1\n', '26.0.rc1'),
+    ('Innerversion=V100R001C19\n', None),
+    ('', None),
+])
+def test_driver_version(text, version):
+    assert driver_version(text) == version
+
+
+@pytest.mark.parametrize('text, version', [
+    (None, None), ('', None),
+    ('ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35\nCopyright ...\n', '2.35'),
+    ('ldd (GNU libc) 2.34\n', '2.34'),
+    ('glibc 2.36', '2.36'),
+    ('musl libc (x86_64)\nVersion 1.2.4\n', None),
+])
+def test_glibc_version(text, version):
+    assert glibc_version(text) == version
+
+
+def test_glibc_version_of_this_machine():
+    assert glibc_version(recorded('ldd_debian12.txt')) == '2.36'
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_version_file_parsers_never_raise(text):
+    assert isinstance(parse_key_values(text), dict)
+    assert driver_install_path(text).startswith('/') or driver_install_path(text)
+    for value in (driver_version(text), toolkit_version(text), glibc_version(text)):
+        assert value is None or isinstance(value, str)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.from_regex(r'[A-Za-z_][A-Za-z0-9_]{0,12}', fullmatch=True),
+                       st.from_regex(r'[A-Za-z0-9./\[\],-]{0,20}', fullmatch=True), max_size=8))
+def test_key_values_round_trip(values):
+    text = ''.join('%s=%s\n' % kv for kv in values.items())
+    assert parse_key_values(text) == values

@@ -22,7 +22,7 @@ GUIDE = dict(
     listen_host='90.90.100.188', host_ip='90.90.100.188', kv_connector='', kv_role='kv_both',
     kv_connector_extra_config={'use_layerwise': False, 'load_async': True}, register_buffer=None,
     ascend_buffer_pool='', kv_transfer_extra={}, environment={}, python_hash_seed='0',
-    ld_library_path=[_vllm.ASCEND_LD_LIBRARY_PATH], mooncake_config_path='/etc/ascend-kvpool/mooncake.json',
+    ld_library_path=[], mooncake_config_path='/etc/ascend-kvpool/mooncake.json',
     extra_args=[], reserved_ports={},
 )
 ONE = [{'devices': [0, 1, 2, 3], 'port': 8002}]

@@ -139,13 +139,13 @@ def test_vllm_server_refuses_an_abbreviated_key_flag_without_showing_the_key(cap
 
 # --- the guard ----------------------------------------------------------------------------------------------------
 def test_an_unexpected_exception_names_the_module_and_its_input_and_masks_secrets(capsys):
-    def body(mod):
+    def explode(mod):
         raise RuntimeError('boom %s' % mod.params['path'])
 
     with patch_module_args({'path': '/x', 'token': 'sk-hidden', '_ansible_module_name': 'demo'}):
         module = AnsibleModule(argument_spec={'path': {'type': 'str'}, 'token': {'type': 'str', 'no_log': True}})
         with pytest.raises(SystemExit):
-            _errors.guard(module, body, module)
+            _errors.guard(module, explode, module)
     res = json.loads(capsys.readouterr().out)
     assert res['failed'] and 'ascend.kvpool.demo failed unexpectedly (RuntimeError: boom /x)' in res['msg']
     assert "path='/x'" in res['msg'] and 'sk-hidden' not in json.dumps(res)

@@ -32,10 +32,9 @@ HEALTHY = {
 }
 
 
-# ``npu-smi info -l`` of a node with one NPU (id 0), in the layout of the recorded lists: for the recorded tables
-# that show one NPU (a list of 8 beside them would be a table cut short, which the modules now report).
-ONE_NPU_LIST = {'rc': 0, 'stdout': '\tTotal Count                    : 1\n\n\tNPU ID                         : 0\n'
-                                   '\tChip Count                     : 1\n', 'stderr': ''}
+# ``npu-smi info -l`` of a node with one NPU, for the recorded tables that show one NPU (a list of 8 beside them
+# would be a table cut short, which the modules report).
+ONE_NPU_LIST = 'npu_smi_list_one_npu.txt'
 
 
 class Node(object):

@@ -1,0 +1,182 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the collection renders for today's releases: vllm-ascend v0.22 (the guide), v0.23.0 and v0.25.x, and the
+master flag spellings of Mooncake 0.3.9 against 0.3.12+ (docs/releases.md has the same table for operators)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake, _vllm
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_vllm import plan
+
+SITE = _vllm.ASCEND_LD_LIBRARY_PATH
+
+# release, ASCEND_BUFFER_POOL rendered, transfer variable on A2, LD_LIBRARY_PATH first entry, CANN, HDK (A2),
+# Mooncake floor, glibc, layerwise needs memcache
+RELEASES = [
+    ('v0.22.1rc1', '4:8', None, SITE, '9.0.0', None, '0.3.9', None, False),
+    ('v0.23.0', None, 'HCCL_INTRA_ROCE_ENABLE', SITE + '/mooncake', '9.1.0', '25.5', '0.3.11.post1', '2.35', True),
+    ('v0.25.1rc1', None, 'HCCL_INTRA_ROCE_ENABLE', SITE + '/mooncake', '9.1.0', '25.5', '0.3.11.post1', '2.35',
+     True),
+]
+
+
+@pytest.mark.parametrize('version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise', RELEASES)
+def test_each_release_renders_what_it_reads(version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise):
+    p = plan(version=version)
+    assert p['errors'] == [] and p['warnings'] == []
+    inst = p['instances'][0]
+    assert inst['kv_transfer_config']['kv_connector'] == 'AscendStoreConnector'
+    assert 'lookup_rpc_port' in inst['kv_transfer_config']['kv_connector_extra_config']
+    assert inst['env'].get('ASCEND_BUFFER_POOL') == pool
+    if transfer:
+        assert inst['env'][transfer] == '1'
+    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': [ld]}
+    req = p['profile']['requirements']
+    assert (req['cann'], req['hdk'], req['mooncake'], req['glibc']) == (cann, hdk, mooncake, glibc)
+    assert p['profile']['layerwise_needs_memcache'] is layerwise
+    assert 'kv_load_failure_policy' not in inst['kv_transfer_config']  # vLLM's default (fail) unless asked
+
+
+@pytest.mark.parametrize('version', [r[0] for r in RELEASES])
+@pytest.mark.parametrize('policy', ['recompute', 'fail'])
+def test_kv_load_failure_policy_is_top_level(version, policy):
+    config = plan(version=version, kv_load_failure_policy=policy)['instances'][0]['kv_transfer_config']
+    assert config['kv_load_failure_policy'] == policy
+    assert 'kv_load_failure_policy' not in config['kv_connector_extra_config']
+
+
+def test_kv_load_failure_policy_is_checked():
+    p = plan(kv_load_failure_policy='retry')
+    assert any('kv_load_failure_policy must be recompute or fail' in e for e in p['errors'])
+
+
+@pytest.mark.parametrize('version, warned', [(r[0], r[8]) for r in RELEASES])
+@pytest.mark.parametrize('backend', ['mooncake', 'memcache'])
+def test_use_layerwise_needs_memcache_from_v023(version, warned, backend):
+    p = plan(version=version, kv_connector_extra_config={'use_layerwise': True, 'backend': backend})
+    layer = [w for w in p['warnings'] if 'use_layerwise' in w]
+    assert bool(layer) == (warned and backend == 'mooncake'), p['warnings']
+    if layer:
+        assert 'memcache' in layer[0] and 'prefill' in layer[0]
+
+
+@pytest.mark.parametrize('version', [r[0] for r in RELEASES])
+@pytest.mark.parametrize('install, first', [('image', SITE), ('wheel', SITE + '/mooncake'),
+                                            ('source', '/usr/local/lib')])
+def test_ld_library_path_follows_the_mooncake_install(version, install, first):
+    p = plan(version=version, mooncake_install=install, ld_library_path=['/opt/extra', first])
+    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [first, '/opt/extra']
+
+
+def test_wheel_install_with_the_image_path_warns_and_bad_install_fails():
+    p = plan(version='v0.23.0', ld_library_path=[SITE])
+    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [SITE + '/mooncake', SITE]
+    assert any('wheel loads its transport libraries from' in w for w in p['warnings'])
+    p = plan(mooncake_install='pip', mooncake_site_packages='/usr/lib/python3/dist-packages/')
+    assert any('vllm_instance_mooncake_install must be one of' in e for e in p['errors'])
+
+
+def test_site_packages_of_another_python():
+    p = plan(version='v0.25.1rc1', mooncake_site_packages='/usr/local/python3.11/lib/python3.11/site-packages/')
+    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [
+        '/usr/local/python3.11/lib/python3.11/site-packages/mooncake']
+
+
+def test_a3_from_v023_gets_fabric_memory():
+    env = plan(version='v0.23.0', npu_type='a3')['instances'][0]['env']
+    assert env['ASCEND_ENABLE_USE_FABRIC_MEM'] == '1' and 'HCCL_INTRA_ROCE_ENABLE' not in env
+
+
+@pytest.mark.parametrize('text, floor, cmp', [
+    ('9.1.0', '9.1.0', 0), ('9.1', '9.1.0', 0), ('9.1.0.rc1', '9.1.0', -1), ('9.1.0.alpha001', '9.1.0', -1),
+    ('8.0.RC2', '9.1.0', -1), ('8.5.0', '9.0.0', -1), ('9.1.1', '9.1.0', 1),
+    ('24.1.rc2', '25.5', -1), ('25.5.0', '25.5', 0), ('25.5.1', '25.5', 1), ('26.0.rc1', '25.5', 1),
+    ('0.3.9', '0.3.11.post1', -1), ('0.3.11', '0.3.11.post1', -1), ('0.3.13.post1', '0.3.11.post1', 1),
+    ('v0.3.9', '0.3.9', 0), ('2.31', '2.35', -1), ('2.36', '2.35', 1),
+    ('', '9.1.0', None), ('V100R001C19', '1', None), (None, '1', None), ('9.1.0', 'latest', None),
+])
+def test_compare_versions(text, floor, cmp):
+    assert _vllm.compare_versions(text, floor) == cmp
+
+
+_VERSION = st.builds(lambda nums, suffix: '.'.join(str(n) for n in nums) + suffix,
+                     st.lists(st.integers(0, 40), min_size=1, max_size=4),
+                     st.sampled_from(['', '.rc1', '.RC2', 'rc3', '.post1', '.alpha001', '.b060']))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_VERSION, _VERSION, _VERSION)
+def test_compare_versions_is_an_order(a, b, c):
+    ab, ba = _vllm.compare_versions(a, b), _vllm.compare_versions(b, a)
+    assert ab is not None and ba is not None
+    assert ab + ba == 0 and _vllm.compare_versions(a, a) == 0
+    if ab <= 0 and _vllm.compare_versions(b, c) <= 0:
+        assert _vllm.compare_versions(a, c) <= 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_version_key_never_raises(text):
+    assert _vllm.version_key(text) is None or isinstance(_vllm.version_key(text), tuple)
+
+
+# --- mooncake_master flags by Mooncake version ---------------------------------------------------------------------
+HA = dict(port=50088, rpc_address='10.0.0.5', metrics_port=9003, metrics_address=None,
+          eviction_high_watermark_ratio=0.95, eviction_ratio=0.05, max_threads=32, client_ttl=None,
+          default_kv_lease_ttl=None, enable_ha=True, etcd_endpoints=['e1:2379', 'e2:2379'],
+          enable_http_metadata_server=False)
+
+
+@pytest.mark.parametrize('version, expected', [
+    ('', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
+          '--eviction_ratio=0.05', '--max_threads=32', '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
+    ('0.3.9', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
+               '--eviction_ratio=0.05', '--max_threads=32', '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
+    ('0.3.11.post1', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
+                      '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--max_threads=32',
+                      '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
+    ('0.3.12', ['--rpc_port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
+                '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--rpc_thread_num=32',
+                '--enable_ha=true', '--ha_backend_type=etcd', '--ha_backend_connstring=e1:2379;e2:2379']),
+    ('v0.3.13.post1', ['--rpc_port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
+                       '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--rpc_thread_num=32',
+                       '--enable_ha=true', '--ha_backend_type=etcd', '--ha_backend_connstring=e1:2379;e2:2379']),
+])
+def test_master_flags_by_mooncake_version(version, expected):
+    argv = _mooncake.build_master_argv('mooncake_master', _mooncake.master_settings(HA), None, version)
+    assert argv[1:] == expected
+
+
+def test_guide_master_keeps_its_argv_and_fingerprint():
+    guide = dict(HA, rpc_address=None, max_threads=None, enable_ha=False, etcd_endpoints=[])
+    settings_ = _mooncake.master_settings(guide)
+    guide_argv = ['m', '--port=50088', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
+                  '--eviction_ratio=0.05']
+    assert _mooncake.build_master_argv('m', settings_, None, '0.3.9') == guide_argv
+    assert _mooncake.build_master_argv('m', settings_) == guide_argv
+
+
+@pytest.mark.parametrize('text', ['latest', '0.3', 'x0.3.9', '0.3.9-foo'])
+def test_bad_mooncake_version_raises(text):
+    if text == '0.3':
+        assert _mooncake.parse_mooncake_version(text) == (0, 3, 0)
+        return
+    with pytest.raises(ValueError, match='not a Mooncake version'):
+        _mooncake.parse_mooncake_version(text)
+
+
+@pytest.mark.parametrize('flag', ['rpc_port', 'ha_backend_type', 'ha_backend_connstring', 'rpc_thread_num'])
+def test_an_older_master_rejecting_a_new_flag_names_the_fix(flag):
+    hint = _mooncake.unknown_flag_hint("ERROR: unknown command line flag '%s'\n" % flag)
+    assert 'mooncake_master_mooncake_version' in hint and '--port' in hint
+
+
+def test_changed_defaults_are_recorded():
+    assert dict((f, (old, new)) for f, old, new in _mooncake.CHANGED_DEFAULTS) == {
+        'eviction_high_watermark_ratio': (0.95, 0.90), 'default_kv_lease_ttl': (5000, 10000)}
