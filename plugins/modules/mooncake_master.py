@@ -383,7 +383,7 @@ def main():
                                  'ascend.kvpool.mooncake_install) or set binary to its path.'
                                  % (p['binary'], ', '.join(BINARY_DIRS)), **result)
         argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'],
-                                        p['mooncake_version'])
+                                           p['mooncake_version'])
     env = dict((str(k), str(v)) for k, v in (p['env'] or {}).items())
     result['argv'] = argv
     try:

@@ -1,0 +1,282 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""vllm_server and mooncake_master as modules, over an in-memory service manager.
+
+What each module keeps of its own on the lifecycle engine: its input checks (which fail before the service manager
+is touched), the API key's path (the secret file only, never the unit, the output or a command line), the master's
+flag spellings per Mooncake version, and the health gate (polled against a small HTTP stand-in on this host that
+guards /v1/* with the key, as vLLM does). systemd and docker themselves are exercised on the mock cluster
+(molecule scenarios mooncake and instances).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _service
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, vllm_server
+
+KEY = 'sk-unit-test-key-0123456789'
+OTHER_KEY = 'sk-unit-test-key-abcdefghij'
+
+
+class Manager(object):
+    """A service manager in memory: the unit and secret the engine wrote, and whether the service runs."""
+
+    kind = 'fake'
+
+    def __init__(self):
+        self.text, self.secret, self.running, self.calls = None, None, False, []
+        self.on_start = None
+
+    def check(self):
+        pass
+
+    def where(self, spec):
+        return 'systemd unit %s.service' % spec.unit
+
+    def unit_id(self, spec):
+        return '%s.service' % spec.unit
+
+    def logs_hint(self, spec):
+        return 'journalctl -u %s' % spec.unit
+
+    def render(self, spec):
+        return _service.render_unit(spec), _service.render_secret_env(spec.secret_env)
+
+    def status(self, spec):
+        lines = ['LoadState=%s' % ('loaded' if self.text else 'not-found'),
+                 'ActiveState=%s' % ('active' if self.running else 'inactive'),
+                 'SubState=%s' % ('running' if self.running else 'dead'),
+                 'MainPID=%d' % (4242 if self.running else 0), 'NRestarts=0', 'Result=success',
+                 'UnitFileState=%s' % ('enabled' if self.text else ''), 'ExecMainStartTimestampMonotonic=0',
+                 'ExecMainStatus=0']
+        return _service.status_from_show(_service.parse_show('\n'.join(lines) + '\n'))
+
+    def current(self, spec):
+        return self.text, self.secret, self.status(spec)
+
+    def apply(self, spec, text, secret, old_text, old_secret, restart):
+        self.calls.append('restart' if restart else 'start')
+        self.text, self.secret, self.running = text, secret, True
+        if self.on_start:
+            self.on_start()
+
+    def stop(self, spec, remove=True):
+        self.calls.append('stop')
+        self.running = False
+        if remove:
+            self.text = self.secret = None
+
+    def logs(self, spec, lines):
+        return ''
+
+
+def free_port():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.fixture
+def stand_in(manager):
+    """The instance the unit runs: /health, /v1/models (listing qwen; 401 without the key when one is set).
+    It listens once the manager has started the unit (before, a listener on the port is somebody else's)."""
+    state = {'key': None, 'port': free_port(), 'srv': None}
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == '/health':
+                code, body = 200, b'{"status":"ok"}'
+            elif state['key'] and self.headers.get('Authorization') != 'Bearer ' + state['key']:
+                code, body = 401, b'{"error": "Unauthorized"}'
+            elif self.path == '/v1/models':
+                code, body = 200, json.dumps({'object': 'list', 'data': [{'id': 'qwen'}]}).encode()
+            else:
+                code, body = 404, b''
+            self.send_response(code)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    def start():
+        if state['srv'] is None:
+            state['srv'] = ThreadingHTTPServer(('127.0.0.1', state['port']), H)
+            thread = threading.Thread(target=state['srv'].serve_forever)
+            thread.daemon = True
+            thread.start()
+    manager.on_start = start
+    yield state
+    if state['srv'] is not None:
+        state['srv'].shutdown()
+        state['srv'].server_close()
+
+
+@pytest.fixture
+def manager(monkeypatch, tmp_path):
+    mgr = Manager()
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: mgr)
+    binary = tmp_path / 'mooncake_master'
+    binary.write_text('#!/bin/sh\n')
+    binary.chmod(0o755)
+    mgr.tmp = tmp_path
+    return mgr
+
+
+def run(module, capsys, check=False, diff=False, **params):
+    if check:
+        params['_ansible_check_mode'] = True
+    if diff:
+        params['_ansible_diff'] = True
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def vllm(capsys, **args):
+    args.setdefault('port', free_port())
+    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                  binary='/usr/local/bin/vllm', state_dir='/nonexistent/state', ready_timeout=5,
+                  poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return run(vllm_server, capsys, **params)
+
+
+# --- vllm_server ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('args, needle', [
+    ({'visible_devices': [0, 1], 'tensor_parallel_size': 4}, 'does not match the 2 visible device(s)'),
+    ({'name': 'bad name'}, 'letters, digits'),
+    ({'port': 70000}, 'TCP port'),
+    ({'gpu_memory_utilization': 1.5}, 'gpu_memory_utilization'),
+    ({'env': {'BAD-NAME': '1'}}, 'not valid environment variable names'),
+    ({'binary': 'no-such-vllm'}, 'no-such-vllm not found on the host'),
+    ({'restart_limit_burst': 0}, 'restart_limit_burst and restart_limit_interval must be at least 1'),
+])
+def test_bad_parameters_fail_before_any_unit_is_written(manager, capsys, args, needle):
+    res = vllm(capsys, **args)
+    assert res['failed'] and needle in res['msg'], res['msg']
+    assert manager.calls == [] and manager.text is None
+
+
+@pytest.mark.parametrize('args, needle', [
+    ({'env': {'VLLM_API_KEY': KEY}}, 'VLLM_API_KEY in the environment'),
+    ({'extra_args': ['--api-key', KEY]}, '--api-key in the arguments'),
+])
+def test_a_key_outside_api_key_is_refused_and_masked(manager, capsys, args, needle):
+    res = vllm(capsys, **args)
+    assert res['failed'] and needle in res['msg'] and 'set the API key with api_key' in res['msg']
+    assert KEY not in json.dumps(res) and manager.calls == []
+
+
+def test_api_key_is_a_no_log_option(monkeypatch):
+    specs = {}
+
+    class Capture(AnsibleModule):
+        def __init__(self, *a, **kw):
+            specs.update(kw['argument_spec'])
+            raise SystemExit(0)
+
+    monkeypatch.setattr(vllm_server, 'AnsibleModule', Capture)
+    with pytest.raises(SystemExit):
+        vllm_server.main()
+    assert specs['api_key'] == {'type': 'str', 'no_log': True}
+    assert 'api_key:' in vllm_server.DOCUMENTATION
+
+
+def test_the_key_goes_to_the_secret_file_only_and_a_new_key_restarts(manager, capsys, stand_in):
+    stand_in['key'] = KEY
+    first = vllm(capsys, port=stand_in['port'], api_key=KEY, diff=True)
+    assert first['changed'] and first['action'] == 'started', first
+    # The gate sent the key on /v1/models (the stand-in answers 401 without it) and found the served name.
+    assert first['health'] == 'healthy' and first['models'] == ['qwen']
+    # In the EnvironmentFile (0600), never in the world-readable unit, the returned env/argv, the diff or the output.
+    assert manager.secret == 'VLLM_API_KEY=%s\n' % KEY and KEY not in manager.text
+    assert KEY not in json.dumps(first) and 'VLLM_API_KEY' not in first['env']
+    assert '# EnvironmentFile VLLM_API_KEY=<secret' in first['diff']['after']
+    assert first['invocation']['module_args']['api_key'] == 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'
+    again = vllm(capsys, port=stand_in['port'], api_key=KEY)
+    assert not again['changed'] and again['action'] == 'none' and manager.calls == ['start']
+    checked = vllm(capsys, port=stand_in['port'], api_key=OTHER_KEY, check=True, diff=True)
+    assert checked['changed'] and checked['action'] == 'restarted' and checked['reason'] == 'settings changed'
+    assert '<secret, changed>' in checked['diff']['after'] and manager.secret == 'VLLM_API_KEY=%s\n' % KEY
+    assert KEY not in json.dumps(checked) and OTHER_KEY not in json.dumps(checked)
+    stand_in['key'] = OTHER_KEY
+    new = vllm(capsys, port=stand_in['port'], api_key=OTHER_KEY)
+    assert new['changed'] and new['action'] == 'restarted' and manager.calls[-1] == 'restart', new.get('msg')
+    assert new['health'] == 'healthy' and manager.secret == 'VLLM_API_KEY=%s\n' % OTHER_KEY
+    # Dropping the key restarts the instance without one; the secret file goes.
+    stand_in['key'] = None
+    dropped = vllm(capsys, port=stand_in['port'])
+    assert dropped['changed'] and dropped['action'] == 'restarted' and not manager.secret
+
+
+def test_visible_devices_and_environment_are_in_the_unit(manager, capsys):
+    res = vllm(capsys, visible_devices=[2, 3], tensor_parallel_size=2, env={'PYTHONHASHSEED': '0'},
+               wait=False)
+    assert res['changed'] and res['health'] == 'starting', res.get('msg')
+    assert 'Environment="ASCEND_RT_VISIBLE_DEVICES=2,3"' in manager.text
+    assert 'Environment="PYTHONHASHSEED=0"' in manager.text
+    assert res['unit'] == 'kvpool-vllm-qwen-a.service' and 'After=network-online.target' in manager.text
+
+
+def test_stop_removes_the_unit(manager, capsys):
+    assert vllm(capsys, wait=False)['changed']
+    stopped = vllm(capsys, port=None, state='stopped')
+    assert stopped['changed'] and stopped['action'] == 'stopped' and manager.text is None
+    assert not vllm(capsys, port=None, state='stopped')['changed']
+
+
+# --- mooncake_master -----------------------------------------------------------------------------------------------
+
+def master(manager, capsys, **args):
+    params = dict(binary=str(manager.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
+                  state_dir='/nonexistent/state', ready_timeout=1, poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return run(mooncake_master, capsys, **params)
+
+
+def test_master_missing_binary_and_bad_params_fail_before_any_unit(manager, capsys):
+    res = master(manager, capsys, binary='no_such_mooncake_master')
+    assert res['failed'] and 'no_such_mooncake_master not found on the host' in res['msg']
+    assert 'mooncake_install' in res['msg']
+    assert 'between 0 and 1' in master(manager, capsys, eviction_ratio=1.5)['msg']
+    assert 'different ports' in master(manager, capsys, port=9100, metrics_port=9100)['msg']
+    res = master(manager, capsys, enable_ha=True, etcd_endpoints=['e1:2379'])
+    assert res['failed'] and 'rpc_address' in res['msg']
+    res = master(manager, capsys, mooncake_version='not-a-version')
+    assert res['failed'] and res['msg'].startswith('mooncake_version: ')
+    assert manager.calls == [] and manager.text is None
+
+
+@pytest.mark.parametrize('version, present, absent', [
+    ('', ['"--port=', '"--max_threads=4"'], ['--rpc_port', '--rpc_thread_num']),
+    ('0.3.9', ['"--port=', '"--max_threads=4"'], ['--rpc_port']),
+    ('0.3.13.post1', ['"--rpc_port=', '"--rpc_thread_num=4"'], ['"--port=', '--max_threads']),
+])
+def test_master_unit_spells_the_flags_of_the_declared_release(manager, capsys, version, present, absent):
+    res = master(manager, capsys, mooncake_version=version, max_threads=4, check=True, diff=True)
+    assert res['changed'] and res['action'] == 'started' and manager.text is None, res.get('msg')
+    after = res['diff']['after']
+    assert 'ExecStart=' in after
+    for word in present:
+        assert word in after, (word, after)
+    for word in absent:
+        assert word not in after, (word, after)
