@@ -49,6 +49,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 UNIT_DIR = '/etc/systemd/system'
+WANTED_BY = 'multi-user.target'
 SECRET_DIR = '/etc/ascend-kvpool/secrets'
 UNIT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$')
 HEADER = '# Written by ascend.kvpool (module %s). Changes are overwritten by the next run.\n'
@@ -135,7 +136,7 @@ def render_unit(spec):
         'SyslogIdentifier=%s' % spec.unit,
         '',
         '[Install]',
-        'WantedBy=multi-user.target',
+        'WantedBy=%s' % WANTED_BY,
     ])
     return '\n'.join(lines) + '\n'
 
@@ -345,6 +346,20 @@ class _Backend(object):
             raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
         return rc, out, err
 
+    # The processes of the old layout (pid files), where the old release started them: this host's.
+    def proc_read(self, pid, name):
+        """/proc/<pid>/<name> (bytes), or None."""
+        return read_bytes('/proc/%d/%s' % (pid, name))
+
+    def boot_time(self):
+        return parse_btime(read_text('/proc/stat'))
+
+    def signal(self, pid, group, signum):
+        _signal(pid, group, signum)
+
+    def gone(self, pid, group):
+        return _gone(pid, group)
+
 
 class SystemdBackend(_Backend):
     """Units under /etc/systemd/system, driven with systemctl; logs in the journal."""
@@ -393,22 +408,41 @@ class SystemdBackend(_Backend):
             _write(secret_file(spec), secret, 0o600, dir_mode=0o700)
         elif old_secret is not None:
             remove_file(secret_file(spec))
+        # Enabled the way `systemctl enable` does it for WantedBy= (the link in the target's .wants directory),
+        # without the daemon-reload enable runs on its own: one reload per changed unit, none for an unchanged one.
+        linked = self.enable_link(spec)
         if text != old_text:
             _write(self.unit_path(spec), text, 0o644)
+        if text != old_text or linked:
             self.run([self.systemctl, 'daemon-reload'])
-        self.run([self.systemctl, 'enable', '--quiet', '%s.service' % spec.unit])
         self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
         self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit])
 
     def stop(self, spec, remove=True):
         unit = '%s.service' % spec.unit
-        self.run([self.systemctl, 'disable', '--now', '--quiet', unit], check=False)
         self.run([self.systemctl, 'stop', unit], check=False)
         if remove:
-            removed = remove_file(self.unit_path(spec)) | remove_file(secret_file(spec))
+            removed = remove_file(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
+                remove_file(secret_file(spec))
             if removed:
                 self.run([self.systemctl, 'daemon-reload'])
             self.run([self.systemctl, 'reset-failed', unit], check=False)
+        elif remove_file(self.wants_path(spec)):
+            self.run([self.systemctl, 'daemon-reload'])
+
+    def wants_path(self, spec):
+        return '%s/%s.wants/%s.service' % (UNIT_DIR, WANTED_BY, spec.unit)
+
+    def enable_link(self, spec):
+        """The link `systemctl enable` makes for WantedBy=; True when it was (re)made."""
+        link, target = self.wants_path(spec), self.unit_path(spec)
+        if os.path.islink(link) and os.readlink(link) == target:
+            return False
+        if not os.path.isdir(os.path.dirname(link)):
+            os.makedirs(os.path.dirname(link), 0o755)
+        remove_file(link)
+        os.symlink(target, link)
+        return True
 
     def logs(self, spec, lines):
         rc, out, err = self.run([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager',
@@ -574,6 +608,31 @@ class DockerBackend(_Backend):
         rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
         return (out or '') + (err or '')
 
+    # The old layout in container mode: the old release ran the services with `docker exec` in the node's
+    # vllm-ascend container (the template), so their pids are of its pid namespace; read and signal them there.
+    def _exec(self, argv):
+        rc, out, dummy = self.run([self.docker, 'exec', self.template_name] + list(argv), check=False)
+        return rc, out
+
+    def proc_read(self, pid, name):
+        rc, out = self._exec(['cat', '/proc/%d/%s' % (pid, name)])
+        return out.encode('utf-8', 'surrogateescape') if rc == 0 and out else None
+
+    def boot_time(self):
+        rc, out = self._exec(['cat', '/proc/stat'])
+        return parse_btime(out if rc == 0 else '')
+
+    def signal(self, pid, group, signum):
+        name = signal.Signals(signum).name[3:]
+        self._exec(['kill', '-%s' % name, '--', '-%d' % group if group else '%d' % pid])
+
+    def gone(self, pid, group):
+        rc, dummy = self._exec(['kill', '-0', '--', '-%d' % group if group else '%d' % pid])
+        if rc != 0:
+            return True
+        fields = stat_fields((self.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace'))
+        return not fields or fields[0] in ('Z', 'X', 'x')
+
 
 def find_binary(module, name, dirs, container=None):
     """The executable of a service: a path as given; a bare name on the host's PATH and ``dirs`` (globs allowed).
@@ -648,25 +707,27 @@ class Engine(object):
             return None, False, '', None
         if not pid:
             return None, False, 'stale files', recorded
-        stat = read_text('/proc/%d/stat' % pid)
+        be = self.backend
+        stat = (be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')
         if not stat or (stat_fields(stat) or ['Z'])[0] in ('Z', 'X', 'x'):
             return None, False, 'stale files', recorded
-        cmdline = parse_cmdline(read_bytes('/proc/%d/cmdline' % pid))
-        ok, why = legacy_match(recorded or {}, stat, cmdline, parse_btime(read_text('/proc/stat')),
+        cmdline = parse_cmdline(be.proc_read(pid, 'cmdline'))
+        ok, why = legacy_match(recorded or {}, stat, cmdline, be.boot_time(),
                                os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100)
         return pid, ok, why, recorded
 
     def convert_legacy(self, record, pid, stop_timeout, interval):
         """Stop the old process (its session's process group, as the old release did) and remove its files."""
         if pid:
-            fields = stat_fields(read_text('/proc/%d/stat' % pid)) or []
+            be = self.backend
+            fields = stat_fields((be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')) or []
             group = pid if len(fields) > 2 and _int(fields[2]) == pid else None
-            _signal(pid, group, signal.SIGTERM)
-            _signal(pid, group, signal.SIGCONT)
-            res = wait_until([('exited', lambda: _gone(pid, group))], stop_timeout, interval)
+            be.signal(pid, group, signal.SIGTERM)
+            be.signal(pid, group, signal.SIGCONT)
+            res = wait_until([('exited', lambda: be.gone(pid, group))], stop_timeout, interval)
             if not res['ready']:
-                _signal(pid, group, signal.SIGKILL)
-                wait_until([('exited', lambda: _gone(pid, group))], 5.0, interval)
+                be.signal(pid, group, signal.SIGKILL)
+                wait_until([('exited', lambda: be.gone(pid, group))], 5.0, interval)
         for path in [record.pid_file, record.settings_file] + record.other_files:
             remove_file(path)
 

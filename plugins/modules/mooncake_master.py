@@ -394,8 +394,9 @@ def main():
     except ServiceError as exc:
         module.fail_json(msg=str(exc), **result)
     state_dir = p['state_dir'].rstrip('/') or '/'
-    legacy = None if p['container'] else Legacy(os.path.join(state_dir, LEGACY_SETTINGS),
-                                                os.path.join(state_dir, LEGACY_PID))
+    # The old layout: pid file and settings.json in state_dir (in container mode the node's vllm-ascend container
+    # mounts the state directories at the same paths, and the recorded pid is of that container).
+    legacy = Legacy(os.path.join(state_dir, LEGACY_SETTINGS), os.path.join(state_dir, LEGACY_PID))
     last_health = {'body': None}
 
     def gate():

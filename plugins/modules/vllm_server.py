@@ -380,16 +380,15 @@ def legacy_record(state_dir, name):
     return Legacy(os.path.join(base, LEGACY_SETTINGS), os.path.join(base, LEGACY_PID))
 
 
-def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval, legacy_too):
+def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval):
     """Stop every instance unit of this collection (and every old-layout instance) not named in ``keep``."""
     names = set(n[len(UNIT_PREFIX):] for n in engine.backend.list_units(UNIT_PREFIX))
-    if legacy_too:
-        names.update(os.path.basename(os.path.dirname(f))
-                     for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
+    names.update(os.path.basename(os.path.dirname(f))
+                 for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
     stopped = []
     for other in sorted(names - set(keep)):
         spec = ServiceSpec(unit_name(other), '', ['/bin/true'], stop_timeout=stop_timeout)
-        legacy = legacy_record(state_dir, other) if legacy_too else None
+        legacy = legacy_record(state_dir, other)
         try:
             if engine.stop_other(spec, legacy, poll_interval, what='vllm instance %s' % other):
                 stopped.append(other)
@@ -479,11 +478,10 @@ def main():
     host = p['health_host'] or _vllm.probe_host(p['host'])
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
     engine = Engine(module, backend_for(module, p['container']))
-    legacy_too = not p['container']
     unlisted = []
     if p['stop_unlisted'] is not None:
         unlisted = stop_unlisted(module, engine, p['stop_unlisted'], state_dir, p['stop_timeout'],
-                                 p['poll_interval'], legacy_too)
+                                 p['poll_interval'])
     result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
                   stopped_unlisted=unlisted, env=env, argv=[])
 
@@ -535,7 +533,7 @@ def main():
 
     engine.ensure(spec, p['state'], result, gate, wait=p['wait'], ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=_vllm.main_error,
-                  legacy=legacy_record(state_dir, p['name']) if legacy_too else None,
+                  legacy=legacy_record(state_dir, p['name']),
                   what='vllm instance %s' % p['name'],
                   port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
 

@@ -163,10 +163,10 @@ def test_killed_services_come_back_by_themselves_and_a_rerun_changes_nothing(dep
 def test_a_crash_loop_stops_after_the_restart_limit_and_names_the_container(deployed, ctest):
     """Drill (c) in container mode: an instance whose flag makes it exit at start is restarted by docker up to its
     retry limit, then the run names the container and shows the tail of docker logs."""
-    res = run(ctest, '--tags', 'instances', vllm_instance_kv_connector='NoSuchConnector')
+    res = run(ctest, 'site.yml', '--tags', 'instances', vllm_instance_kv_connector='NoSuchConnector')
     assert res.rc != 0
     status = res.status('localhost', 'vllm-18002')
-    assert status['failed'] and 'container %s' % INSTANCE_C in status['error'], status['error']
+    assert status and status['failed'] and 'container %s' % INSTANCE_C in status['error'], res.stdout[-6000:]
     assert 'Last lines of `docker logs %s' % INSTANCE_C in status['error']
     assert 'Unsupported connector type: NoSuchConnector' in status['error']
     svc = inspect(INSTANCE_C)

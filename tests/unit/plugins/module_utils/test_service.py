@@ -305,3 +305,40 @@ def test_engine_unhealthy_start_is_stopped_and_reported():
     mgr = FakeManager()
     res = ensure(mgr, healthy=False)
     assert res['failed'] and 'was not healthy 0 s after its start' in res['msg'] and mgr.calls == ['start', 'stop']
+
+
+# --- the systemd backend's calls (systemctl recorded, the unit directory under tmp) ----------------------------------
+
+class Recorder(object):
+    check_mode = False
+
+    def __init__(self):
+        self.calls = []
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return '/usr/bin/' + name
+
+    def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
+        self.calls.append(' '.join(argv[1:]))
+        return 0, '', ''
+
+
+def test_systemd_backend_enables_with_the_wants_link_and_reloads_once_per_changed_unit(tmp_path, monkeypatch):
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path))
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
+    module = Recorder()
+    be = _service.SystemdBackend(module)
+    s = spec()
+    text = _service.render_unit(s)
+    be.apply(s, text, None, None, None, restart=False)
+    link = tmp_path / 'multi-user.target.wants' / 'kvpool-vllm-a.service'
+    # What `systemctl enable` makes for WantedBy=multi-user.target, without its own daemon-reload.
+    assert link.is_symlink() and str(link.resolve()) == str(tmp_path / 'kvpool-vllm-a.service')
+    assert module.calls == ['daemon-reload', 'reset-failed kvpool-vllm-a.service', 'start kvpool-vllm-a.service']
+    module.calls[:] = []
+    be.apply(s, text, None, text, None, restart=True)  # same unit, restarted (unhealthy, or a failed start limit)
+    assert module.calls == ['reset-failed kvpool-vllm-a.service', 'restart kvpool-vllm-a.service']
+    module.calls[:] = []
+    be.stop(s)
+    assert not link.exists() and not link.is_symlink() and not (tmp_path / 'kvpool-vllm-a.service').exists()
+    assert module.calls == ['stop kvpool-vllm-a.service', 'daemon-reload', 'reset-failed kvpool-vllm-a.service']
