@@ -60,7 +60,9 @@ notes:
     0600, read through C(EnvironmentFile=).
   - A node deployed by a release before the units (a detached process with a pid file and C(settings.json) in
     O(state_dir)) is converted by the next run. The old process is stopped only when both its recorded start time
-    and its command line match; otherwise the task fails naming it and leaves it alone.
+    and its command line match; otherwise the task fails naming it and leaves it alone. In container mode the
+    recorded process is of the O(container) (where the old release ran it with C(docker exec)) and is checked and
+    stopped there.
   - systemctl is called directly (argv lists through C(run_command), C(LANG=C)), so one task decides, writes, starts,
     gates and reports, with the journal tail of a failed start.
 """

@@ -177,6 +177,78 @@ def test_a_crash_loop_stops_after_the_restart_limit_and_names_the_container(depl
     assert healed.rc == 0 and lib.models(ENDPOINT) == ['qwen'], healed.stdout[-4000:]
 
 
+def in_template(*argv):
+    proc = subprocess.run(['docker', 'exec', CONTAINER] + list(argv), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    return proc.returncode, proc.stdout
+
+
+def old_layout_master(ctest, argv):
+    """The master as the release before the service containers ran it: `docker exec` into the node's vllm-ascend
+    container, detached (setsid), with a pid file and settings.json in its state directory (mounted from the host
+    at the same path)."""
+    subprocess.run(['docker', 'rm', '-f', MASTER_C], stdout=subprocess.DEVNULL, check=True)
+    state = ctest['root'] / 'var-lib-ascend-kvpool' / 'mooncake_master'
+    state.mkdir(parents=True, exist_ok=True)
+    script = ('cd /; t=$(date +%%s.%%N); setsid "$@" >%s/mooncake_master.log 2>&1 </dev/null & pid=$!; '
+              'echo $pid >%s/mooncake_master.pid; echo "$pid $t"') % (state, state)
+    rc, out = in_template('sh', '-c', script, 'old-release', *argv)
+    assert rc == 0, out
+    pid, started_at = out.split()[-2:]
+    settings = {'argv': argv, 'env': {}, 'fingerprint': 'old', 'pid': int(pid), 'started_at': float(started_at)}
+    (state / 'settings.json').write_text(json.dumps(settings))
+    return int(pid), state
+
+
+def test_upgrade_from_the_old_layout_in_the_container(deployed, ctest):
+    """Step 4 in container mode: a master that the old release started with `docker exec` in the node's container
+    is stopped there (its start time and command line match, read in that container's pid namespace) and replaced
+    by its own container; --check --diff says so first and changes nothing."""
+    svc = inspect(MASTER_C)
+    argv = [svc['Path']] + svc['Args']
+    pid, state = old_layout_master(ctest, argv)
+    assert in_template('kill', '-0', str(pid))[0] == 0
+    checked = run(ctest, 'site.yml', '--diff', check=True, kvpool_pool_probe='false')
+    assert checked.rc == 0, checked.stdout[-4000:]
+    assert 'upgrade from the old layout (pid %d' % pid in checked.stdout and '# old layout:' in checked.stdout
+    assert in_template('kill', '-0', str(pid))[0] == 0 and inspect(MASTER_C) is None
+    res = run(ctest)
+    assert res.rc == 0, res.stdout[-6000:]
+    assert 'upgrade from the old layout (pid %d' % pid in res.stdout
+    assert in_template('kill', '-0', str(pid))[0] != 0
+    assert inspect(MASTER_C)['State']['Running']
+    assert not (state / 'settings.json').exists() and not (state / 'mooncake_master.pid').exists()
+    again = run(ctest)
+    assert again.rc == 0 and again.changed() == {'localhost': 0}, again.changed_tasks() or again.stdout[-4000:]
+    print('upgrade (container): old master pid %d in %s stopped, container %s running, re-run changed nothing'
+          % (pid, CONTAINER, MASTER_C))
+
+
+def test_a_reused_pid_of_the_old_layout_in_the_container_is_left_alone(deployed, ctest):
+    """The recorded pid is now another process of the node's container (its command line differs): never
+    signalled, and the run names it."""
+    subprocess.run(['docker', 'exec', '-d', CONTAINER, 'setsid', 'sleep', '600'], check=True)
+    rc, out = in_template('pgrep', '-n', '-x', 'sleep')
+    other = int(out.strip())
+    state = ctest['root'] / 'var-lib-ascend-kvpool' / 'mooncake_master'
+    svc = inspect(MASTER_C)
+    settings = {'argv': [svc['Path']] + svc['Args'], 'pid': other, 'started_at': time.time()}
+    (state / 'settings.json').write_text(json.dumps(settings))
+    (state / 'mooncake_master.pid').write_text('%d\n' % other)
+    try:
+        res = run(ctest, 'site.yml', '--tags', 'master')
+        assert res.rc != 0
+        assert 'the old layout records pid %d' % other in res.stdout and 'left alone' in res.stdout, \
+            res.stdout[-3000:]
+        assert in_template('kill', '-0', str(other))[0] == 0
+    finally:
+        in_template('kill', str(other))
+        for name in ('settings.json', 'mooncake_master.pid'):
+            if (state / name).exists():
+                (state / name).unlink()
+    print('upgrade (container): recorded pid %d runs another command line: left alone and named' % other)
+
+
 def test_changing_the_image_recreates_the_container_and_the_daemons_come_back(deployed, ctest):
     build = subprocess.run(['docker', 'build', '-q', '-t', IMAGE_B, '-'], input='FROM kvpool-mock-node:latest\n'
                            'LABEL kvpool.ctest="image b"\n', universal_newlines=True, stdout=subprocess.PIPE,
