@@ -635,10 +635,19 @@ class DockerBackend(_Backend):
 
 
 def find_binary(module, name, dirs, container=None):
-    """The executable of a service: a path as given; a bare name on the host's PATH and ``dirs`` (globs allowed).
-    In a container the name is left to the image's PATH (the container's entrypoint resolves it)."""
-    if container or '/' in name:
-        return name
+    """The executable of a service, or None: a path when it is executable; a bare name on the host's PATH and
+    ``dirs`` (globs allowed). In a container a bare name is left to the image's PATH (the container's entrypoint
+    resolves it), and a path is checked in that container."""
+    if container:
+        if '/' not in name:
+            return name
+        # A path: checked in the node's container (the services' image); unknown while it does not exist yet.
+        docker = module.get_bin_path('docker') or 'docker'
+        rc, dummy, err = module.run_command([docker, 'exec', container, 'test', '-x', name],
+                                            environ_update=dict(C_LOCALE))
+        return name if rc == 0 or 'No such container' in (err or '') else None
+    if '/' in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
     found = []
     for d in dirs:
         found.extend(sorted(glob.glob(d)) if any(c in d for c in '*?[') else [d])

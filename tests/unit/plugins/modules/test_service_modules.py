@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -153,7 +154,7 @@ def run(module, capsys, check=False, diff=False, **params):
 def vllm(capsys, **args):
     args.setdefault('port', free_port())
     params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
-                  binary='/usr/local/bin/vllm', state_dir='/nonexistent/state', ready_timeout=5,
+                  binary=sys.executable, state_dir='/nonexistent/state', ready_timeout=5,
                   poll_interval=0.02, stop_timeout=5)
     params.update(args)
     return run(vllm_server, capsys, **params)
@@ -168,6 +169,7 @@ def vllm(capsys, **args):
     ({'gpu_memory_utilization': 1.5}, 'gpu_memory_utilization'),
     ({'env': {'BAD-NAME': '1'}}, 'not valid environment variable names'),
     ({'binary': 'no-such-vllm'}, 'no-such-vllm not found on the host'),
+    ({'binary': '/nonexistent/bin/vllm'}, '/nonexistent/bin/vllm not found on the host'),
     ({'restart_limit_burst': 0}, 'restart_limit_burst and restart_limit_interval must be at least 1'),
 ])
 def test_bad_parameters_fail_before_any_unit_is_written(manager, capsys, args, needle):
@@ -256,6 +258,8 @@ def master(manager, capsys, **args):
 def test_master_missing_binary_and_bad_params_fail_before_any_unit(manager, capsys):
     res = master(manager, capsys, binary='no_such_mooncake_master')
     assert res['failed'] and 'no_such_mooncake_master not found on the host' in res['msg']
+    res = master(manager, capsys, binary='/nonexistent/mooncake_master')
+    assert res['failed'] and '/nonexistent/mooncake_master not found on the host' in res['msg']
     assert 'mooncake_install' in res['msg']
     assert 'between 0 and 1' in master(manager, capsys, eviction_ratio=1.5)['msg']
     assert 'different ports' in master(manager, capsys, port=9100, metrics_port=9100)['msg']
