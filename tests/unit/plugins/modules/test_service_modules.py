@@ -15,7 +15,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +25,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, vllm_server
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 KEY = 'sk-unit-test-key-0123456789'
 OTHER_KEY = 'sk-unit-test-key-abcdefghij'
@@ -81,14 +81,6 @@ class Manager(object):
 
     def logs(self, spec, lines):
         return ''
-
-
-def free_port():
-    sock = socket.socket()
-    sock.bind(('127.0.0.1', 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 @pytest.fixture
