@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ascend.kvpool.plugins.filter.vllm import vllm_instance_summary
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import vllm_instance_summary
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
