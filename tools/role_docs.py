@@ -43,10 +43,32 @@ def cell(value):
     return value.replace('|', '\\|').replace('\n', ' ')
 
 
+SHARED_FILE = ROOT / 'roles' / 'kvpool_defaults' / 'defaults' / 'main.yml'
+SHARED_RE = re.compile(r'\{\{ (kvpool_defaults_[a-z_]+) \}\}')
+
+
+def shared_defaults():
+    """The shared defaults of role kvpool_defaults (their one source), to show their values where a role uses one."""
+    return yaml.safe_load(SHARED_FILE.read_text()) if SHARED_FILE.exists() else {}
+
+
 def code(value):
     shown = value if isinstance(value, str) else json.dumps(value)
     shown = '""' if shown == '' else shown
     return '`%s`' % shown.replace('`', "'")
+
+
+def default_cell(value, shared):
+    """A default; one that is (or contains) a shared default also shows its value, from roles/kvpool_defaults."""
+    if not isinstance(value, str) or not shared:
+        return code(value)
+    names = [n for n in SHARED_RE.findall(value) if n in shared]
+    if not names:
+        return code(value)
+    resolved = SHARED_RE.sub(lambda m: str(shared.get(m.group(1), m.group(0))), value)
+    if SHARED_RE.fullmatch(value):
+        return '%s (`%s`, role `kvpool_defaults`)' % (code(resolved), names[0])
+    return '%s (%s)' % (code(resolved), ', '.join('`%s`' % n for n in names))
 
 
 def type_of(option):
@@ -58,8 +80,10 @@ def type_of(option):
 
 def option_table(options):
     lines = ['| variable | type | default | description |', '|---|---|---|---|']
+    shared = shared_defaults()
     for name, option in options.items():
-        default = 'required' if option.get('required') else code(option['default']) if 'default' in option else ''
+        default = ('required' if option.get('required') else default_cell(option['default'], shared)
+                   if 'default' in option else '')
         description = text(option.get('description', ''))
         if option.get('choices'):
             description += ' Choices: %s.' % ', '.join(code(c) for c in option['choices'])

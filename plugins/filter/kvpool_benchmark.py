@@ -2,141 +2,23 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Controller-side plan of the TTFT benchmark (role ascend.kvpool.kvpool_benchmark): which instances play 1 and
-2, the master's /metrics, where the load runs, the seeds.
-
-Reads only the inventory: the group's hosts, each host's ``vllm_instance_instances`` (the vllm_instance role's
-list; default one instance on port 8002 as in the guide), ``vllm_instance_listen_host``, ``ansible_host``, and
-the master's ``mooncake_master_metrics_port``. Everything can be overridden by the role's variables.
-"""
+"""Filter of the benchmark's plan: a thin adapter over ``plugins/plugin_utils/bench_plan.py``."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import random
-
 from ansible.errors import AnsibleFilterError
 
-DEFAULT_PORT = 8002
-DEFAULT_MASTER_METRICS_PORT = 9003
-WILDCARDS = ('', '0.0.0.0', '::', '[::]')
-
-
-def _get(hostvars, host, key, default=None):
-    try:
-        value = hostvars[host].get(key, default) if host in hostvars else default
-    except Exception:  # pylint: disable=broad-except  # an undefined template in someone's inventory
-        value = default
-    return default if value is None else value
-
-
-def _url_host(address):
-    address = str(address)
-    return '[%s]' % address if ':' in address and not address.startswith('[') else address
-
-
-def _pick(instances, which):
-    if not instances:
-        return None, 'no instance listed'
-    if isinstance(which, int) or (isinstance(which, str) and which.isdigit()):
-        index = int(which)
-        if index >= len(instances):
-            return None, 'instance index %d out of range (%d listed)' % (index, len(instances))
-        return instances[index], None
-    for entry in instances:
-        name = entry.get('name') or 'vllm-%s' % entry.get('port')
-        if name == which:
-            return entry, None
-    return None, 'no instance named %s' % which
-
-
-def resolve_instance(spec, default_host, hostvars, role):
-    """One of the guide's two instances: ``{'host', 'name', 'address', 'port', 'url', 'error'}``."""
-    spec = dict(spec or {})
-    host = spec.get('host') or default_host
-    out = {'role': role, 'host': host, 'name': None, 'address': None, 'port': None, 'url': None, 'error': None}
-    if spec.get('url'):
-        url = str(spec['url']).rstrip('/')
-        out.update(url=url if '://' in url else 'http://' + url, name=spec.get('name'))
-        return out
-    if not host:
-        out['error'] = ('%s: no host: set kvpool_benchmark_%s.host (or .url), or put two hosts in '
-                        'kvpool_benchmark_group' % (role, role))
-        return out
-    listed = _get(hostvars, host, 'vllm_instance_instances', None)
-    if listed is None:
-        listed = [{'port': DEFAULT_PORT}]
-    if not isinstance(listed, list):
-        out['error'] = '%s: vllm_instance_instances of %s is not a list' % (role, host)
-        return out
-    entry, error = _pick(listed, spec.get('instance', 0))
-    if entry is None and not spec.get('port'):
-        out['error'] = '%s: %s on %s; set kvpool_benchmark_%s.port or .url' % (role, error, host, role)
-        return out
-    entry = entry or {}
-    port = spec.get('port') or entry.get('port') or DEFAULT_PORT
-    address = spec.get('address') or entry.get('listen_host') or _get(hostvars, host, 'vllm_instance_listen_host', '')
-    if str(address) in WILDCARDS:
-        address = _get(hostvars, host, 'ansible_host', host)
-    out.update(name=spec.get('name') or entry.get('name') or 'vllm-%s' % port, address=str(address), port=int(port),
-               url='http://%s:%d' % (_url_host(address), int(port)))
-    return out
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_plan
 
 
 def kvpool_benchmark_plan(settings, hostvars, groups):
-    """The plan of one run from the role's settings (a dict of the role variables without the prefix)."""
-    if not isinstance(settings, dict):
-        raise AnsibleFilterError('kvpool_benchmark_plan: settings must be a dict')
-    errors = []
-    group = settings.get('group') or 'npu_nodes'
-    hosts = list((groups or {}).get(group) or [])
-    first = hosts[0] if hosts else None
-    second = hosts[1] if len(hosts) > 1 else None
-    inst1 = resolve_instance(settings.get('instance1'), first, hostvars, 'instance1')
-    inst2 = resolve_instance(settings.get('instance2'), second, hostvars, 'instance2')
-    for inst in (inst1, inst2):
-        if inst['error']:
-            errors.append(inst['error'])
-    if not errors and inst1['url'] == inst2['url']:
-        errors.append('instance1 and instance2 are the same instance (%s): the guide compares two instances on two '
-                      'nodes; set kvpool_benchmark_instance2' % inst1['url'])
-    master_url = settings.get('master_metrics_url') or ''
-    master_host = None
-    if master_url == 'none':
-        master_url = ''
-    elif not master_url:
-        master_group = _get(hostvars, first, 'mooncake_master_group', 'mooncake_master') if first else \
-            'mooncake_master'
-        masters = list((groups or {}).get(master_group) or [])
-        if masters:
-            master_host = masters[0]
-            port = _get(hostvars, master_host, 'mooncake_master_metrics_port', DEFAULT_MASTER_METRICS_PORT)
-            address = _get(hostvars, master_host, 'ansible_host', master_host)
-            master_url = 'http://%s:%d/metrics' % (_url_host(address), int(port))
-    client = settings.get('client_host') or inst1['host'] or 'localhost'
-    seed = int(settings.get('seed') or 0)
-    seed_source = 'set'
-    if seed == 0:
-        seed = random.SystemRandom().randint(1, 2 ** 31 - 2)
-        seed_source = 'new for this run'
-    num = int(settings.get('num_requests') or 0)
-    flush = int(settings.get('flush_requests') or 0) or num
-    model_path = settings.get('aisbench_model_path') or (
-        _get(hostvars, inst1['host'], 'vllm_instance_model_path', '') if inst1['host'] else '')
-    metrics = {}
-    if inst1['url']:
-        metrics['instance1'] = inst1['url'] + '/metrics'
-    if inst2['url']:
-        metrics['instance2'] = inst2['url'] + '/metrics'
-    if master_url:
-        metrics['master'] = master_url
-    return {
-        'instance1': inst1, 'instance2': inst2, 'master': {'host': master_host, 'metrics_url': master_url or None},
-        'metrics_urls': metrics, 'client_host': client, 'seed_a': seed, 'seed_b': seed + 1,
-        'seed_source': seed_source, 'flush_requests': flush, 'aisbench_model_path': model_path or '',
-        'errors': errors,
-    }
+    """The plan of one run (see ``bench_plan.kvpool_benchmark_plan``)."""
+    try:
+        return bench_plan.kvpool_benchmark_plan(settings, hostvars, groups)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 class FilterModule(object):

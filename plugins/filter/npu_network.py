@@ -55,5 +55,4 @@ class FilterModule(object):
             'hccn_ping_targets': hccn_ping_targets,
             'npu_network_ping_round': ping_round,
             'npu_network_input_errors': npu_network_input_errors,
-            'npu_network_report': npu_network.npu_network_report,
         }

@@ -238,6 +238,7 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn_phys
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
@@ -422,6 +423,11 @@ def main():
         ),
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
     bad = [d for d in (p['devices'] or []) if d < 0 or d > MAX_DEVICE_ID]
     if bad:

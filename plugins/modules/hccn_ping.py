@@ -141,6 +141,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
@@ -228,6 +229,11 @@ def main():
         ),
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
     try:
         check_params(p)

@@ -120,6 +120,7 @@ topology:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 
 
@@ -128,6 +129,11 @@ def main():
         argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True)),
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
         module.fail_json(msg=_npu_smi.NOT_FOUND)

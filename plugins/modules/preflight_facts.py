@@ -190,6 +190,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
@@ -373,6 +374,11 @@ def main():
         ),
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
     bad = [port for port in p['ports'] if not 1 <= port <= 65535]
     if bad:

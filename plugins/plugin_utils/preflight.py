@@ -16,7 +16,7 @@ Pure functions, unit-tested without Ansible. One record per node, as the ``prefl
      'pool': {'protocol': 'ascend', 'ssd_offload': bool, 'hugepages': 'auto' or a size or 0},
      'extra_ports': {port: 'what uses it'}}   # other services of the host (the router's, when it exists)
 
-The plan also carries ``profile`` (``_vllm.version_profile``: release line, requirements, npu_type, transfer_env).
+The plan also carries ``profile`` (``vllm_plan.version_profile``: release line, requirements, npu_type, transfer_env).
 The release checks (``versions``, ``glibc``, ``hugepages``, ``adxl_ports``, ``hccl_roce``, ``timeouts``,
 ``client_ttl``) are in the second half of this file; docs/preflight.md has their table with the upstream issues.
 
@@ -41,7 +41,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import (
     format_host_port,
     parse_mooncake_version,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import compare_versions
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import compare_versions
 
 GIB = 1073741824.0
 CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated',

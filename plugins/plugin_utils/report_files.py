@@ -12,8 +12,9 @@ __metaclass__ = type
 import errno
 import json
 import os
+import traceback
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 
 
@@ -70,7 +71,17 @@ class ControllerReportAction(ActionBase):
         result = super(ControllerReportAction, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
-        return self.report(result, args, task_vars or {})
+        try:
+            return self.report(result, args, task_vars or {})
+        except AnsibleError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except  # the guard of every module, for the actions
+            result.update(failed=True, exception=traceback.format_exc(),
+                          msg='ascend.kvpool.%s failed unexpectedly (%s: %s) with the arguments %s. The collection '
+                              'does not handle this case yet: check the arguments named above, and report this '
+                              'message.' % (self._task.action.split('.')[-1], type(exc).__name__, exc,
+                                            ', '.join('%s=%r' % (k, args[k]) for k in sorted(args))))
+            return result
 
     def report(self, result, args, task_vars):
         raise NotImplementedError

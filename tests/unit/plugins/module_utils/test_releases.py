@@ -11,10 +11,11 @@ __metaclass__ = type
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_vllm import plan
 
-SITE = _vllm.ASCEND_LD_LIBRARY_PATH
+SITE = vllm_plan.ASCEND_LD_LIBRARY_PATH
 
 # release, ASCEND_BUFFER_POOL rendered, transfer variable on A2, LD_LIBRARY_PATH first entry, CANN, HDK (A2),
 # Mooncake floor, glibc, layerwise needs memcache
@@ -102,7 +103,7 @@ def test_a3_from_v023_gets_fabric_memory():
     ('', '9.1.0', None), ('V100R001C19', '1', None), (None, '1', None), ('9.1.0', 'latest', None),
 ])
 def test_compare_versions(text, floor, cmp):
-    assert _vllm.compare_versions(text, floor) == cmp
+    assert vllm_plan.compare_versions(text, floor) == cmp
 
 
 _VERSION = st.builds(lambda nums, suffix: '.'.join(str(n) for n in nums) + suffix,
@@ -113,17 +114,17 @@ _VERSION = st.builds(lambda nums, suffix: '.'.join(str(n) for n in nums) + suffi
 @settings(max_examples=200, deadline=None)
 @given(_VERSION, _VERSION, _VERSION)
 def test_compare_versions_is_an_order(a, b, c):
-    ab, ba = _vllm.compare_versions(a, b), _vllm.compare_versions(b, a)
+    ab, ba = vllm_plan.compare_versions(a, b), vllm_plan.compare_versions(b, a)
     assert ab is not None and ba is not None
-    assert ab + ba == 0 and _vllm.compare_versions(a, a) == 0
-    if ab <= 0 and _vllm.compare_versions(b, c) <= 0:
-        assert _vllm.compare_versions(a, c) <= 0
+    assert ab + ba == 0 and vllm_plan.compare_versions(a, a) == 0
+    if ab <= 0 and vllm_plan.compare_versions(b, c) <= 0:
+        assert vllm_plan.compare_versions(a, c) <= 0
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
 def test_version_key_never_raises(text):
-    assert _vllm.version_key(text) is None or isinstance(_vllm.version_key(text), tuple)
+    assert vllm_plan.version_key(text) is None or isinstance(vllm_plan.version_key(text), tuple)
 
 
 # --- mooncake_master flags by Mooncake version ---------------------------------------------------------------------

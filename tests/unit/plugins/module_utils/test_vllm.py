@@ -14,6 +14,7 @@ import os
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake, _vllm
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 
 # The role's defaults: the guide's instance on the guide's release.
 GUIDE = dict(
@@ -31,7 +32,7 @@ ONE = [{'devices': [0, 1, 2, 3], 'port': 8002}]
 def plan(instances=None, **settings):
     s = dict(GUIDE)
     s.update(settings)
-    return _vllm.plan_instances(ONE if instances is None else instances, s, 'node1')
+    return vllm_plan.plan_instances(ONE if instances is None else instances, s, 'node1')
 
 
 # --- versions ------------------------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def plan(instances=None, **settings):
     (None, None),
 ])
 def test_parse_version(text, parsed):
-    assert _vllm.parse_version(text) == parsed
+    assert vllm_plan.parse_version(text) == parsed
 
 
 @pytest.mark.parametrize('version, connector, port_key, register_buffer, buffer_pool, deprecated', [
@@ -60,7 +61,7 @@ def test_parse_version(text, parsed):
     ('v0.25.0', 'AscendStoreConnector', 'lookup_rpc_port', False, False, True),
 ])
 def test_what_each_release_reads(version, connector, port_key, register_buffer, buffer_pool, deprecated):
-    prof = _vllm.version_profile(version)
+    prof = vllm_plan.version_profile(version)
     assert prof['connector'] == connector
     assert prof['rpc_port_key'] == port_key
     assert prof['reads_register_buffer'] is register_buffer
@@ -69,21 +70,21 @@ def test_what_each_release_reads(version, connector, port_key, register_buffer, 
 
 
 def test_v023_replaces_the_buffer_pool_per_npu_generation():
-    assert _vllm.version_profile('v0.23.0', 'a2')['transfer_env'] == {'HCCL_INTRA_ROCE_ENABLE': '1'}
-    assert _vllm.version_profile('v0.23.0', 'a3')['transfer_env'] == {'ASCEND_ENABLE_USE_FABRIC_MEM': '1'}
-    assert _vllm.version_profile('v0.22.1rc1', 'a2')['transfer_env'] == {}
+    assert vllm_plan.version_profile('v0.23.0', 'a2')['transfer_env'] == {'HCCL_INTRA_ROCE_ENABLE': '1'}
+    assert vllm_plan.version_profile('v0.23.0', 'a3')['transfer_env'] == {'ASCEND_ENABLE_USE_FABRIC_MEM': '1'}
+    assert vllm_plan.version_profile('v0.22.1rc1', 'a2')['transfer_env'] == {}
 
 
 def test_unparsable_version_raises():
     with pytest.raises(ValueError, match='not a vllm-ascend version'):
-        _vllm.version_profile('main')
+        vllm_plan.version_profile('main')
 
 
 # --- kv-transfer-config ----------------------------------------------------------------------------------------
 
 def test_guide_settings_on_the_guide_release():
-    prof = _vllm.version_profile('v0.22.1rc1')
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(
+    prof = vllm_plan.version_profile('v0.22.1rc1')
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(
         prof, 0, extra_config={'use_layerwise': False, 'load_async': True})
     assert cfg == {'kv_connector': 'AscendStoreConnector', 'kv_role': 'kv_both',
                    'kv_connector_extra_config': {'use_layerwise': False, 'load_async': True, 'lookup_rpc_port': 0}}
@@ -91,8 +92,8 @@ def test_guide_settings_on_the_guide_release():
 
 
 def test_v011_renders_the_guide_verbatim():
-    prof = _vllm.version_profile('v0.11.0')
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(
+    prof = vllm_plan.version_profile('v0.11.0')
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(
         prof, 0, extra_config={'use_layerwise': False, 'load_async': True})
     assert cfg['kv_connector'] == 'MooncakeConnectorStoreV1'
     assert cfg['kv_connector_extra_config'] == {'use_layerwise': False, 'load_async': True, 'mooncake_rpc_port': 0,
@@ -102,66 +103,67 @@ def test_v011_renders_the_guide_verbatim():
 
 @pytest.mark.parametrize('where', ['variable', 'extra_config'])
 def test_register_buffer_is_warned_and_left_out_where_ignored(where):
-    prof = _vllm.version_profile('v0.22.1rc1')
+    prof = vllm_plan.version_profile('v0.22.1rc1')
     kwargs = {'register_buffer': True} if where == 'variable' else {'extra_config': {'register_buffer': True}}
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, where='node1', **kwargs)
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(prof, 0, where='node1', **kwargs)
     assert 'register_buffer' not in cfg['kv_connector_extra_config']
     assert len(warnings) == 1 and warnings[0].startswith('node1: register_buffer: true')
     assert 'ignored by vllm-ascend v0.22.1rc1' in warnings[0] and not errors
 
 
 def test_register_buffer_false_is_kept_on_v011():
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.11.0'), 3,
-                                                            register_buffer=False)
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(vllm_plan.version_profile('v0.11.0'), 3,
+                                                                register_buffer=False)
     assert cfg['kv_connector_extra_config'] == {'register_buffer': False, 'mooncake_rpc_port': 3}
 
 
 def test_old_connector_name_is_deprecated_from_v013():
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.13.0'), 0,
-                                                            connector='MooncakeConnectorStoreV1')
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(vllm_plan.version_profile('v0.13.0'), 0,
+                                                                connector='MooncakeConnectorStoreV1')
     assert cfg['kv_connector'] == 'MooncakeConnectorStoreV1'
     assert len(warnings) == 1 and 'deprecated in vllm-ascend v0.13.0' in warnings[0] and not errors
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.12.0'), 0,
-                                                            connector='MooncakeConnectorStoreV1')
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(vllm_plan.version_profile('v0.12.0'), 0,
+                                                                connector='MooncakeConnectorStoreV1')
     assert warnings == [] and errors == []
 
 
 def test_new_connector_name_is_unknown_to_v011():
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.11.0'), 0,
-                                                            connector='AscendStoreConnector')
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(vllm_plan.version_profile('v0.11.0'), 0,
+                                                                connector='AscendStoreConnector')
     assert len(errors) == 1 and 'unknown to vllm-ascend v0.11.0' in errors[0]
 
 
 @pytest.mark.parametrize('key', ['lookup_rpc_port', 'mooncake_rpc_port'])
 def test_port_keys_belong_to_the_instance(key):
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(_vllm.version_profile('v0.22.1rc1'), 5,
-                                                            extra_config={key: '0'})
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(vllm_plan.version_profile('v0.22.1rc1'), 5,
+                                                                extra_config={key: '0'})
     assert cfg['kv_connector_extra_config'] == {'lookup_rpc_port': 5}
     assert len(errors) == 1 and 'unique per instance' in errors[0] and key in errors[0]
 
 
 def test_backend_role_and_layerwise_checks():
-    prof = _vllm.version_profile('v0.22.1rc1')
-    assert _vllm.render_kv_transfer_config(prof, 0, extra_config={'backend': 'memcache'})[2] == []
-    assert 'backend' in _vllm.render_kv_transfer_config(prof, 0, extra_config={'backend': 'redis'})[2][0]
-    assert 'kv_role' in _vllm.render_kv_transfer_config(prof, 0, kv_role='both')[2][0]
-    warn = _vllm.render_kv_transfer_config(prof, 0, extra_config={'use_layerwise': True, 'load_async': True})[1]
+    prof = vllm_plan.version_profile('v0.22.1rc1')
+    assert vllm_plan.render_kv_transfer_config(prof, 0, extra_config={'backend': 'memcache'})[2] == []
+    assert 'backend' in vllm_plan.render_kv_transfer_config(prof, 0, extra_config={'backend': 'redis'})[2][0]
+    assert 'kv_role' in vllm_plan.render_kv_transfer_config(prof, 0, kv_role='both')[2][0]
+    warn = vllm_plan.render_kv_transfer_config(prof, 0, extra_config={'use_layerwise': True, 'load_async': True})[1]
     assert warn == ['vllm_instance: load_async is ignored when use_layerwise is on']
 
 
 def test_top_level_extras_and_clashes():
-    prof = _vllm.version_profile('v0.22.1rc1')
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, top_level={'kv_load_failure_policy': 'recompute'})
+    prof = vllm_plan.version_profile('v0.22.1rc1')
+    top = {'kv_load_failure_policy': 'recompute'}
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(prof, 0, top_level=top)
     assert cfg['kv_load_failure_policy'] == 'recompute' and not errors
-    cfg, warnings, errors = _vllm.render_kv_transfer_config(prof, 0, top_level={'kv_role': 'kv_producer'})
+    cfg, warnings, errors = vllm_plan.render_kv_transfer_config(prof, 0, top_level={'kv_role': 'kv_producer'})
     assert cfg['kv_role'] == 'kv_both' and 'clashes' in errors[0]
 
 
 # --- environment -------------------------------------------------------------------------------------------------
 
 def test_guide_environment_on_the_guide_release():
-    env, warnings, errors = _vllm.render_env(_vllm.version_profile('v0.22.1rc1'), [0, 1, 2, 3],
-                                             '/etc/ascend-kvpool/mooncake.json', '0', '90.90.100.188')
+    env, warnings, errors = vllm_plan.render_env(vllm_plan.version_profile('v0.22.1rc1'), [0, 1, 2, 3],
+                                                 '/etc/ascend-kvpool/mooncake.json', '0', '90.90.100.188')
     assert env == {'MOONCAKE_CONFIG_PATH': '/etc/ascend-kvpool/mooncake.json', 'PYTHONHASHSEED': '0',
                    'VLLM_HOST_IP': '90.90.100.188', 'ASCEND_RT_VISIBLE_DEVICES': '0,1,2,3',
                    'ASCEND_BUFFER_POOL': '4:8'}
@@ -169,20 +171,20 @@ def test_guide_environment_on_the_guide_release():
 
 
 def test_v023_drops_the_buffer_pool_and_warns_when_set():
-    prof = _vllm.version_profile('v0.23.0')
-    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0)
+    prof = vllm_plan.version_profile('v0.23.0')
+    env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0)
     assert 'ASCEND_BUFFER_POOL' not in env and env['HCCL_INTRA_ROCE_ENABLE'] == '1' and not warnings
-    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16')
+    env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16')
     assert 'ASCEND_BUFFER_POOL' not in env
     assert len(warnings) == 1 and 'ASCEND_BUFFER_POOL=8:16' in warnings[0] and 'HCCL_INTRA_ROCE_ENABLE=1' in warnings[0]
-    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, extra_env={'ASCEND_BUFFER_POOL': '4:8'})
+    env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0, extra_env={'ASCEND_BUFFER_POOL': '4:8'})
     assert 'ASCEND_BUFFER_POOL' not in env and len(warnings) == 1
 
 
 def test_user_buffer_pool_and_environment_where_read():
-    prof = _vllm.version_profile('v0.22.1rc1')
-    env, warnings, errors = _vllm.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16',
-                                             extra_env={'ASCEND_CONNECT_TIMEOUT': 10000, 'PYTHONHASHSEED': 7})
+    prof = vllm_plan.version_profile('v0.22.1rc1')
+    env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16',
+                                                 extra_env={'ASCEND_CONNECT_TIMEOUT': 10000, 'PYTHONHASHSEED': 7})
     assert env['ASCEND_BUFFER_POOL'] == '8:16' and env['ASCEND_CONNECT_TIMEOUT'] == '10000'
     assert env['PYTHONHASHSEED'] == '7' and not warnings and not errors
 
@@ -197,7 +199,7 @@ def test_user_buffer_pool_and_environment_where_read():
 def test_environment_errors(kwargs, needle):
     args = dict(devices=[0], mooncake_config_path='/m.json', python_hash_seed='0')
     args.update(kwargs)
-    env, warnings, errors = _vllm.render_env(_vllm.version_profile('v0.22.1rc1'), **args)
+    env, warnings, errors = vllm_plan.render_env(vllm_plan.version_profile('v0.22.1rc1'), **args)
     assert len(errors) == 1 and needle in errors[0]
     assert 'VLLM_API_KEY' not in env and 'sekret' not in json.dumps([env, errors])
 
@@ -354,7 +356,7 @@ def test_default_plan_is_the_guides_instance():
     assert inst['name'] == 'vllm-8002' and inst['tensor_parallel_size'] == 4 and inst['lookup_rpc_port'] == 0
     assert inst['kv_transfer_config']['kv_connector'] == 'AscendStoreConnector'
     assert inst['env']['ASCEND_RT_VISIBLE_DEVICES'] == '0,1,2,3' and inst['env']['ASCEND_BUFFER_POOL'] == '4:8'
-    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': [_vllm.ASCEND_LD_LIBRARY_PATH]}
+    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': [vllm_plan.ASCEND_LD_LIBRARY_PATH]}
     assert p['devices'] == [0, 1, 2, 3] and p['ports'] == [8002] and p['total_tp'] == 4
     assert inst['devices_text'] == '0-3'
 

@@ -166,3 +166,62 @@ def test_the_collections_own_error_is_a_plain_failure(capsys):
 @pytest.mark.parametrize('value', ['ok', 'a.b_c-1', '1'])
 def test_path_components_that_are_fine(value):
     assert _validate.path_component(value, 'name') == value
+
+
+@pytest.mark.parametrize('name', ['hccn_facts', 'hccn_ping', 'npu_smi_facts', 'preflight_facts'])
+def test_every_module_runs_under_the_guard(capsys, monkeypatch, name):
+    import importlib
+    mod = importlib.import_module('ansible_collections.ascend.kvpool.plugins.modules.%s' % name)
+
+    def explode(module):
+        raise ZeroDivisionError('simulated bug')
+
+    monkeypatch.setattr(mod, '_run', explode)
+    params = {'targets': [{'device': 0, 'address': '10.0.0.1'}]} if name == 'hccn_ping' else {}
+    res = run_module(capsys, mod.main, dict(params, _ansible_module_name=name))
+    assert res['failed'] and res['msg'].startswith('ascend.kvpool.%s failed unexpectedly (ZeroDivisionError' % name)
+    assert 'Traceback' not in res['msg']
+
+
+def _report_play(tmp_path, status):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[4]
+    (tmp_path / 'play.yml').write_text('''---
+- name: Report
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Set the status
+      ansible.builtin.set_fact:
+        some_status: %s
+      when: %s
+    - name: Report
+      ascend.kvpool.vllm_instance_report:
+        status_var: some_status
+      register: written
+      ignore_errors: true
+    - name: Show
+      ansible.builtin.debug:
+        msg: "RESULT {{ written | to_json }}"
+''' % (json.dumps(status), 'true' if status is not None else 'false'))
+    argv = [str(Path(sys.executable).parent / 'ansible-playbook'), str(tmp_path / 'play.yml'), '-i', 'localhost,']
+    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
+               ANSIBLE_STDOUT_CALLBACK='json')
+    out = subprocess.run(argv, cwd=str(repo), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         universal_newlines=True, timeout=120, check=False).stdout
+    play = json.loads(out[out.index('{'):])
+    return play['plays'][0]['tasks'][1]['hosts']['localhost']
+
+
+def test_a_status_that_is_not_a_list_is_named_and_no_status_is_no_success(tmp_path):
+    res = _report_play(tmp_path, 12)
+    assert res['failed'] and res['msg'].startswith('some_status of localhost is not a list of instance statuses')
+    res = _report_play(tmp_path, None)
+    assert not res.get('failed') and res['ok'] is False
+    assert 'no host of the play has some_status' in res['lines'][-1]
+    res = _report_play(tmp_path, [])
+    assert res['ok'] is True and res['instances'] == 0

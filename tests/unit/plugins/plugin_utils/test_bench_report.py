@@ -10,10 +10,13 @@ __metaclass__ = type
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.ascend.kvpool.plugins.filter import kvpool_benchmark as plan_filter
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
 
 HINT = 'PYTHONHASHSEED mismatch or pool not shared'
@@ -154,10 +157,18 @@ HOSTVARS = {
     'node3': {'ansible_host': 'fe80::3', 'vllm_instance_listen_host': '0.0.0.0', 'mooncake_master_metrics_port': 9100},
 }
 GROUPS = {'npu_nodes': ['node1', 'node2', 'node3'], 'mooncake_master': ['node3']}
+# What the role passes: the shared defaults, from their one source (roles/kvpool_defaults).
+_SHARED = yaml.safe_load((Path(__file__).resolve().parents[4] / 'roles/kvpool_defaults/defaults/main.yml').read_text())
+DEFAULTS = {'defaults': dict((k, _SHARED['kvpool_defaults_' + k]) for k in bench_plan.DEFAULT_KEYS)}
+
+
+def _plan(settings, hostvars=None, groups=None):
+    return plan_filter.kvpool_benchmark_plan(dict(DEFAULTS, **settings), HOSTVARS if hostvars is None else hostvars,
+                                             GROUPS if groups is None else groups)
 
 
 def test_plan_defaults_from_the_inventory():
-    plan = plan_filter.kvpool_benchmark_plan({'num_requests': 100}, HOSTVARS, GROUPS)
+    plan = _plan({'num_requests': 100})
     assert plan['errors'] == []
     assert plan['instance1']['url'] == 'http://10.0.0.11:8002' and plan['instance1']['name'] == 'vllm-8002'
     assert plan['instance2']['url'] == 'http://10.0.0.12:8002'  # no list: the guide's one instance on 8002
@@ -171,18 +182,16 @@ def test_plan_defaults_from_the_inventory():
 
 
 def test_plan_overrides():
-    plan = plan_filter.kvpool_benchmark_plan(
+    plan = _plan(
         {'instance1': {'host': 'node1', 'instance': 'second'}, 'instance2': {'host': 'node3'}, 'seed': 5,
-         'master_metrics_url': 'none', 'client_host': 'localhost', 'num_requests': 10, 'flush_requests': 40},
-        HOSTVARS, GROUPS)
+         'master_metrics_url': 'none', 'client_host': 'localhost', 'num_requests': 10, 'flush_requests': 40})
     assert plan['errors'] == []
     assert plan['instance1']['url'] == 'http://10.0.0.11:8003' and plan['instance1']['name'] == 'second'
     assert plan['instance2']['url'] == 'http://[fe80::3]:8002'  # wildcard listen address: ansible_host
     assert plan['master']['metrics_url'] is None and 'master' not in plan['metrics_urls']
     assert (plan['seed_a'], plan['seed_b'], plan['seed_source']) == (5, 6, 'set')
     assert plan['client_host'] == 'localhost' and plan['flush_requests'] == 40
-    url = plan_filter.kvpool_benchmark_plan({'instance1': {'url': '10.1.1.1:9000/'}, 'instance2': {'host': 'node2'}},
-                                            HOSTVARS, GROUPS)
+    url = _plan({'instance1': {'url': '10.1.1.1:9000/'}, 'instance2': {'host': 'node2'}})
     assert url['instance1']['url'] == 'http://10.1.1.1:9000'
 
 
@@ -194,8 +203,14 @@ def test_plan_overrides():
     ({'instance2': {'host': 'node1'}}, 'are the same instance'),
 ])
 def test_plan_errors_name_the_variable(settings, words):
-    plan = plan_filter.kvpool_benchmark_plan(settings, HOSTVARS, dict(GROUPS, one=['node1']))
+    plan = _plan(settings, groups=dict(GROUPS, one=['node1']))
     assert any(words in e for e in plan['errors']), plan['errors']
+
+
+def test_plan_without_the_shared_defaults_is_refused_by_name():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match='settings.defaults lacks node_group, master_group'):
+        plan_filter.kvpool_benchmark_plan({'num_requests': 1}, HOSTVARS, GROUPS)
 
 
 # --- the action plugin, through ansible-playbook on the controller ------------------------------------------------

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import adxl_range, preflight_findings
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_vllm import GUIDE
 
@@ -29,7 +29,7 @@ CHIPS_910B = {'driver_loaded': True, 'processes': [],
 def real_plan(version, instances=None, **settings):
     s = dict(GUIDE, version=version)
     s.update(settings)
-    return _vllm.plan_instances(instances or [{'devices': [0, 1, 2, 3], 'port': 8002}], s, 'node1')
+    return vllm_plan.plan_instances(instances or [{'devices': [0, 1, 2, 3], 'port': 8002}], s, 'node1')
 
 
 def node(version='v0.23.0', host='node1', instances=None, ascend=None, glibc='2.36', hugepages=0, protocol='ascend',

@@ -1,0 +1,652 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller-side logic of the vLLM-Ascend instances: what each release reads and needs, the release-aware
+rendering of kv-transfer-config, environment and LD_LIBRARY_PATH, and the per-host plan of the ``vllm_instance``
+role (ports, NPUs, names, collisions).
+
+Pure functions of plain data, run on the controller only (the ``vllm_instance_plan`` filter, the pre-flight
+judgement); the node-side pieces of ``vllm_server`` stay in ``module_utils/_vllm.py``.
+
+What each vllm-ascend release reads (``docs/vllm-ascend-kvpool-facts.md``, checked against the
+vllm-ascend sources):
+
+=====================================  ==================  ===============================================
+setting                                read by             what the plan does
+=====================================  ==================  ===============================================
+``kv_connector`` name                  v0.11: ``MooncakeConnectorStoreV1``; v0.12+: ``AscendStoreConnector``
+                                       (same class; the old name logs a deprecation warning from v0.13)
+``mooncake_rpc_port``                  v0.11 only key; v0.12+ deprecated alias of ``lookup_rpc_port``
+``lookup_rpc_port``                    v0.12+ (an IPC path name, unique per instance on a host)
+``register_buffer``                    v0.11 only          rendered for v0.11 (guide: true), else warned
+``ASCEND_BUFFER_POOL`` (env)           before v0.23        rendered before v0.23 (guide: ``4:8``), else
+                                                           warned; v0.23+ gets ``HCCL_INTRA_ROCE_ENABLE=1``
+                                                           (A2) or ``ASCEND_ENABLE_USE_FABRIC_MEM=1`` (A3)
+``kv_load_failure_policy`` (top)       every release       rendered when set (``recompute`` or ``fail``,
+                                                           vLLM's default); ``recompute`` avoids failed
+                                                           requests on ``-704`` (vllm-ascend #15060)
+``use_layerwise``                      v0.23+: prefill     warned from v0.23 unless ``backend: memcache``
+                                       side, memcache
+``LD_LIBRARY_PATH``                    every release       image: the toolkit's python site-packages; wheel
+                                                           (v0.23+ default): ``<site-packages>/mooncake``;
+                                                           source: ``/usr/local/lib``
+=====================================  ==================  ===============================================
+
+What each release needs on the node (pre-flight check ``versions``, :func:`release_requirements`): see
+``RELEASES`` below and docs/releases.md.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import (  # noqa: F401 (NAME_RE etc. re-exported)
+    API_KEY_ENV, API_KEY_FLAG, ENV_NAME_RE, NAME_RE, drop_api_key_args, format_host_port, probe_host,
+)
+
+# --- versions ----------------------------------------------------------------------------------------------
+
+GUIDE_VERSION = '0.22.1rc1'
+NEW_CONNECTOR_SINCE = (0, 12)
+OLD_CONNECTOR_DEPRECATED_SINCE = (0, 13)
+LOOKUP_RPC_PORT_SINCE = (0, 12)
+REGISTER_BUFFER_BEFORE = (0, 12)
+ASCEND_BUFFER_POOL_BEFORE = (0, 23)
+OLDEST_KNOWN = (0, 11)
+LAYERWISE_NEEDS_MEMCACHE_SINCE = (0, 23)
+MOONCAKE_WHEEL_SINCE = (0, 23)
+KV_LOAD_FAILURE_POLICIES = ('recompute', 'fail')
+MOONCAKE_INSTALLS = ('image', 'wheel', 'source')
+SOURCE_LD_LIBRARY_PATH = '/usr/local/lib'
+
+# What the node needs for each release line (the newest line at or below the declared version applies), from the
+# vllm-ascend docs of that release (installation.md, user_guide/feature_guide/kv_pool.md) and release notes:
+# cann: the CANN toolkit the release is built against (installation.md: "CANN == 9.0.0" up to v0.22, 9.1.0 for
+#   v0.23+); hdk: the driver (Ascend HDK) floor per NPU generation (kv_pool.md "Hardware Dependency Quick
+#   Reference": 25.5 for HCCL_INTRA_ROCE_ENABLE on A2 and for FabricMem with Mooncake >= 0.3.11 on A3; none
+#   published for v0.22); mooncake: the Mooncake floor (kv_pool.md: >= 0.3.9, from v0.23 >= 0.3.11.post1) and how
+#   it is installed; glibc: what the mooncake-transfer-engine-npu wheel needs (kv_pool.md: glibc >= 2.35).
+RELEASES = (
+    ((0, 22), {'line': 'v0.22', 'cann': '9.0.0', 'hdk': {}, 'mooncake': '0.3.9', 'mooncake_install': 'image',
+               'glibc': None}),
+    ((0, 23), {'line': 'v0.23', 'cann': '9.1.0', 'hdk': {'a2': '25.5', 'a3': '25.5'}, 'mooncake': '0.3.11.post1',
+               'mooncake_install': 'wheel', 'glibc': '2.35'}),
+    ((0, 25), {'line': 'v0.25', 'cann': '9.1.0', 'hdk': {'a2': '25.5', 'a3': '25.5'}, 'mooncake': '0.3.11.post1',
+               'mooncake_install': 'wheel', 'glibc': '2.35'}),
+)
+
+OLD_CONNECTOR = 'MooncakeConnectorStoreV1'
+NEW_CONNECTOR = 'AscendStoreConnector'
+BACKENDS = ('mooncake', 'memcache', 'yuanrong')
+KV_ROLES = ('kv_both', 'kv_producer', 'kv_consumer')
+NPU_TYPES = ('a2', 'a3')
+GUIDE_ASCEND_BUFFER_POOL = '4:8'
+ASCEND_LD_LIBRARY_PATH = '/usr/local/Ascend/ascend-toolkit/latest/python/site-packages'
+MAX_DEVICE_ID = 15
+
+VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([A-Za-z0-9.+-]*)\s*$')
+
+
+def parse_version(text):
+    """(major, minor, patch, suffix) of a vllm-ascend version such as ``v0.22.1rc1``; None when unparsable."""
+    if text is None:
+        return None
+    m = VERSION_RE.match(str(text))
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), m.group(4) or ''
+
+
+def version_text(parsed):
+    major, minor, patch, suffix = parsed
+    return 'v%d.%d.%d%s' % (major, minor, patch, suffix)
+
+
+def version_profile(version, npu_type='a2'):
+    """What the declared vllm-ascend version reads. Raises ValueError for an unparsable version."""
+    parsed = parse_version(version)
+    if parsed is None:
+        raise ValueError('not a vllm-ascend version: %r (expected e.g. v0.22.1rc1)' % (version,))
+    mm = parsed[:2]
+    profile = {
+        'version': version_text(parsed),
+        'connector': NEW_CONNECTOR if mm >= NEW_CONNECTOR_SINCE else OLD_CONNECTOR,
+        'knows_new_connector': mm >= NEW_CONNECTOR_SINCE,
+        'old_connector_deprecated': mm >= OLD_CONNECTOR_DEPRECATED_SINCE,
+        'rpc_port_key': 'lookup_rpc_port' if mm >= LOOKUP_RPC_PORT_SINCE else 'mooncake_rpc_port',
+        'reads_register_buffer': mm < REGISTER_BUFFER_BEFORE,
+        'reads_ascend_buffer_pool': mm < ASCEND_BUFFER_POOL_BEFORE,
+        'older_than_known': mm < OLDEST_KNOWN,
+        'transfer_env': {},
+    }
+    if not profile['reads_ascend_buffer_pool']:
+        profile['transfer_env'] = ({'ASCEND_ENABLE_USE_FABRIC_MEM': '1'} if npu_type == 'a3'
+                                   else {'HCCL_INTRA_ROCE_ENABLE': '1'})
+    profile['npu_type'] = npu_type
+    profile['layerwise_needs_memcache'] = mm >= LAYERWISE_NEEDS_MEMCACHE_SINCE
+    profile['requirements'] = release_requirements(mm, npu_type)
+    profile['release'] = profile['requirements']['line']
+    return profile
+
+
+def release_requirements(major_minor, npu_type='a2'):
+    """What the node needs for a release (``(major, minor)``): the newest line of ``RELEASES`` at or below it
+    (the oldest line for older releases), with ``hdk`` resolved for ``npu_type``; ``known`` says whether the
+    release is one of the lines or newer (False below v0.22: the floors are the guide's, unchecked upstream)."""
+    chosen = RELEASES[0]
+    for since, req in RELEASES:
+        if tuple(major_minor) >= since:
+            chosen = (since, req)
+    out = dict(chosen[1])
+    out['hdk'] = chosen[1]['hdk'].get(npu_type)
+    out['known'] = tuple(major_minor) >= RELEASES[0][0]
+    return out
+
+
+def compare_versions(text, floor):
+    """-1, 0 or 1 as a dotted version text is below, at or above ``floor``; None when either is unreadable.
+
+    Reads the spellings of the Ascend version files: ``25.5.0``, ``24.1.rc2``, ``8.0.RC2``, ``9.1.0.alpha001``,
+    Mooncake's ``0.3.11.post1`` and glibc's ``2.36``. A release candidate (``rcN``), alpha or beta of a version
+    sorts before the version itself; ``postN`` after it."""
+    a, b = version_key(text), version_key(floor)
+    if a is None or b is None:
+        return None
+    return (a > b) - (a < b)
+
+
+_VSUFFIX_RE = re.compile(r'^(rc|alpha|beta|a|b|t|post|spc)(\d*)', re.IGNORECASE)
+
+
+def version_key(text):
+    """A sortable key of a dotted version text (see :func:`compare_versions`), or None: the numbers without
+    trailing zeros (``9.1.0`` is ``9.1``), then 0 for a pre-release (``rc2``, ``alpha001``, ``b060``), 1 for the
+    version itself, 2 for a post release (``post1``, ``SPC``), then the marker's number."""
+    if text is None:
+        return None
+    text = str(text).strip().lstrip('vV')
+    m = re.match(r'^(\d+(?:\.\d+)*)(?:[.\-_]?([A-Za-z][A-Za-z0-9]*))?', text)
+    if not m:
+        return None
+    numbers = [int(n) for n in m.group(1).split('.')]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    rank, number = 1, 0
+    if m.group(2):
+        suffix = _VSUFFIX_RE.match(m.group(2))
+        if not suffix:
+            return None
+        rank = 2 if suffix.group(1).lower() in ('post', 'spc') else 0
+        number = int(suffix.group(2) or 0)
+    return tuple(numbers), rank, number
+
+
+def render_ld_library_path(profile, install='', site_packages=ASCEND_LD_LIBRARY_PATH, extra=None):
+    """(LD_LIBRARY_PATH entries to prepend, warnings, errors) for where Mooncake comes from.
+
+    ``install``: ``image`` (the toolkit python's site-packages, the guide), ``wheel`` (the
+    mooncake-transfer-engine-npu wheel: its ``<site-packages>/mooncake`` directory holds the transport libraries),
+    ``source`` (``make install`` to ``/usr/local/lib``), or '' for the declared release's way (wheel from v0.23).
+    ``extra`` entries follow, without duplicates."""
+    warnings, errors = [], []
+    install = install or profile['requirements']['mooncake_install']
+    if install not in MOONCAKE_INSTALLS:
+        errors.append('vllm_instance_mooncake_install must be one of %s (or empty for the release\'s way), got %r'
+                      % (', '.join(MOONCAKE_INSTALLS), install))
+        install = profile['requirements']['mooncake_install']
+    site = str(site_packages or ASCEND_LD_LIBRARY_PATH).rstrip('/')
+    first = {'image': site, 'wheel': site + '/mooncake', 'source': SOURCE_LD_LIBRARY_PATH}[install]
+    out = [first]
+    for entry in extra or []:
+        entry = str(entry)
+        if entry and entry not in out:
+            out.append(entry)
+    if install == 'wheel' and site in out[1:]:
+        warnings.append('LD_LIBRARY_PATH: %s is for Mooncake from the image; the mooncake-transfer-engine-npu wheel '
+                        'loads its transport libraries from %s, which is prepended' % (site, first))
+    return out, warnings, errors
+
+
+# --- kv-transfer-config and environment ---------------------------------------------------------------------
+
+def render_kv_transfer_config(profile, lookup_rpc_port=0, connector='', kv_role='kv_both', extra_config=None,
+                              register_buffer=None, top_level=None, where='vllm_instance',
+                              kv_load_failure_policy=''):
+    """(kv_transfer_config dict, warnings, errors) for one instance, as the declared version reads it.
+
+    ``extra_config`` is passed on as ``kv_connector_extra_config`` except the keys this version ignores (warned
+    and left out) and the port keys (an error: the port is per instance). ``register_buffer`` None means "the
+    guide's value where it is read".
+    """
+    warnings, errors = [], []
+    version = profile['version']
+    name = connector or profile['connector']
+    if connector:
+        if connector == NEW_CONNECTOR and not profile['knows_new_connector']:
+            errors.append('%s: kv_connector %s is unknown to vllm-ascend %s (it was named %s before v0.12); '
+                          'set it to %s or leave it empty' % (where, connector, version, OLD_CONNECTOR, OLD_CONNECTOR))
+        elif connector == OLD_CONNECTOR and profile['old_connector_deprecated']:
+            warnings.append('%s: kv_connector %s is deprecated in vllm-ascend %s (logs a deprecation warning; '
+                            '%s is the same class); leave it empty to render %s'
+                            % (where, connector, version, NEW_CONNECTOR, NEW_CONNECTOR))
+    extra = dict(extra_config or {})
+    for key in ('lookup_rpc_port', 'mooncake_rpc_port'):
+        if key in extra:
+            errors.append('%s: kv_connector_extra_config.%s must not be set there: it names an IPC path that must be '
+                          'unique per instance on a host; set lookup_rpc_port in the instance entry instead'
+                          % (where, key))
+            extra.pop(key)
+    if 'register_buffer' in extra:
+        if register_buffer is None:
+            register_buffer = extra['register_buffer']
+        extra.pop('register_buffer')
+    if profile['reads_register_buffer']:
+        extra['register_buffer'] = True if register_buffer is None else bool(register_buffer)
+    elif register_buffer is not None:
+        warnings.append('%s: register_buffer: %s (vllm_instance_register_buffer or kv_connector_extra_config) is '
+                        'ignored by vllm-ascend %s (only v0.11 reads it); not rendered'
+                        % (where, json.dumps(register_buffer), version))
+    backend = extra.get('backend')
+    if backend is not None and backend not in BACKENDS:
+        errors.append('%s: kv_connector_extra_config.backend %r is not one of %s (vllm-ascend fails at start)'
+                      % (where, backend, ', '.join(BACKENDS)))
+    if extra.get('use_layerwise') and extra.get('load_async'):
+        warnings.append('%s: load_async is ignored when use_layerwise is on' % where)
+    if (extra.get('use_layerwise') and profile.get('layerwise_needs_memcache')
+            and (extra.get('backend') or 'mooncake') != 'memcache'):
+        warnings.append('%s: use_layerwise: true needs the memcache backend in vllm-ascend %s and works only on the '
+                        'prefill side (kv_role %s, backend %s); set use_layerwise: false, or backend: memcache on '
+                        'the prefill instances' % (where, version, kv_role, extra.get('backend') or 'mooncake'))
+    if kv_role not in KV_ROLES:
+        errors.append('%s: kv_role %r is not one of %s (PD co-located instances use kv_both)'
+                      % (where, kv_role, ', '.join(KV_ROLES)))
+    extra[profile['rpc_port_key']] = lookup_rpc_port
+    config = {'kv_connector': name, 'kv_role': kv_role, 'kv_connector_extra_config': extra}
+    if kv_load_failure_policy:
+        if kv_load_failure_policy not in KV_LOAD_FAILURE_POLICIES:
+            errors.append('%s: kv_load_failure_policy must be recompute or fail (vLLM\'s default), got %r'
+                          % (where, kv_load_failure_policy))
+        else:
+            config['kv_load_failure_policy'] = kv_load_failure_policy
+    for key, value in sorted((top_level or {}).items()):
+        if key in config:
+            errors.append('%s: kv_transfer_extra.%s clashes with a rendered key; use the dedicated variable'
+                          % (where, key))
+            continue
+        config[key] = value
+    return config, warnings, errors
+
+
+def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip='', ascend_buffer_pool=None,
+               extra_env=None, where='vllm_instance'):
+    """(environment dict, warnings, errors) of one instance for the declared version."""
+    warnings, errors = [], []
+    version = profile['version']
+    env = {}
+    if not mooncake_config_path:
+        errors.append('%s: MOONCAKE_CONFIG_PATH is empty: vLLM fails at start without it; set '
+                      'vllm_instance_mooncake_config_path to the mooncake.json of the node' % where)
+    else:
+        env['MOONCAKE_CONFIG_PATH'] = str(mooncake_config_path)
+    if python_hash_seed is None or str(python_hash_seed).strip() == '':
+        errors.append('%s: PYTHONHASHSEED is empty: prefix block hashes then differ between processes and no '
+                      'cross-node hit ever happens; set vllm_instance_python_hash_seed (e.g. 0) on every node' % where)
+    else:
+        env['PYTHONHASHSEED'] = str(python_hash_seed)
+    if host_ip:
+        env['VLLM_HOST_IP'] = str(host_ip)
+    env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
+    user = dict((str(k), '' if v is None else str(v)) for k, v in (extra_env or {}).items())
+    for key in list(user):
+        if not ENV_NAME_RE.match(key):
+            errors.append('%s: environment variable name %r is not valid' % (where, key))
+            user.pop(key)
+    if 'ASCEND_RT_VISIBLE_DEVICES' in user:
+        errors.append('%s: set the NPUs with the instance\'s devices list, not ASCEND_RT_VISIBLE_DEVICES in the '
+                      'environment' % where)
+        user.pop('ASCEND_RT_VISIBLE_DEVICES')
+    if API_KEY_ENV in user:
+        # Dropped from the plan at once: the plan is a fact, shown with -v.
+        errors.append('%s: set the API key with vllm_instance_api_key, not %s in the environment (the environment is '
+                      'part of the plan and the output; the key option is not)' % (where, API_KEY_ENV))
+        user.pop(API_KEY_ENV)
+    if 'ASCEND_BUFFER_POOL' in user:
+        if ascend_buffer_pool in (None, ''):
+            ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
+        user.pop('ASCEND_BUFFER_POOL')
+    if profile['reads_ascend_buffer_pool']:
+        env['ASCEND_BUFFER_POOL'] = str(ascend_buffer_pool) if ascend_buffer_pool not in (None, '') \
+            else GUIDE_ASCEND_BUFFER_POOL
+    elif ascend_buffer_pool not in (None, ''):
+        warnings.append('%s: ASCEND_BUFFER_POOL=%s (vllm_instance_ascend_buffer_pool or the environment) is no longer '
+                        'read by vllm-ascend %s (removed in v0.23 in favour of %s, which is set instead); not rendered'
+                        % (where, ascend_buffer_pool, version, ', '.join('%s=%s' % kv for kv in
+                                                                         sorted(profile['transfer_env'].items()))))
+    env.update(profile['transfer_env'])
+    env.update(user)
+    return env, warnings, errors
+
+
+# --- per-host plan of the vllm_instance role ----------------------------------------------------------------
+
+INSTANCE_KEYS = (
+    'name', 'devices', 'port', 'tensor_parallel_size', 'lookup_rpc_port', 'served_model_name', 'model_path',
+    'dtype', 'max_model_len', 'max_num_batched_tokens', 'gpu_memory_utilization', 'listen_host',
+    'kv_connector_extra_config', 'environment', 'extra_args', 'state',
+)
+INSTANCE_STATES = ('started', 'stopped')
+
+
+def _is_int(value):
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.strip().isdigit()
+
+
+def _ranges(devices):
+    """[0, 1, 2, 3, 6] -> '0-3,6' (for summaries)."""
+    runs = []
+    for d in sorted(devices):
+        if runs and d == runs[-1][1] + 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return ','.join('%d-%d' % (a, b) if a != b else '%d' % a for a, b in runs)
+
+
+def find_collisions(instances, reserved_ports=None, host='this host'):
+    """Errors for ports, devices, lookup_rpc_ports and names used twice on one host.
+
+    ``instances`` are dicts with ``name``, ``port``, ``devices``, ``lookup_rpc_port``; ``reserved_ports`` maps a
+    port to what else uses it on the host (e.g. the master's RPC port).
+    """
+    errors = []
+    seen = {'name': {}, 'port': {}, 'lookup_rpc_port': {}}
+    device_owner = {}
+    for inst in instances:
+        label = inst.get('name') or '#%s' % inst.get('index')
+        for key in ('name', 'port', 'lookup_rpc_port'):
+            value = inst.get(key)
+            if value is None:
+                continue
+            if value in seen[key]:
+                errors.append('%s: %s %s is used by both instance %s and instance %s%s'
+                              % (host, key, value, seen[key][value], label,
+                                 ' (it names an IPC path that must be unique per instance on a host)'
+                                 if key == 'lookup_rpc_port' else ''))
+            else:
+                seen[key][value] = label
+        port = inst.get('port')
+        if port is not None and reserved_ports and (port in reserved_ports or str(port) in reserved_ports):
+            owner = reserved_ports.get(port, reserved_ports.get(str(port)))
+            errors.append('%s: port %s of instance %s is already used by %s' % (host, port, label, owner))
+        for dev in inst.get('devices') or []:
+            owner = device_owner.get(dev)
+            if owner is not None and owner[0] != id(inst):
+                errors.append('%s: NPU %s is given to both instance %s and instance %s'
+                              % (host, dev, owner[1], label))
+            else:
+                device_owner[dev] = (id(inst), label)
+    return errors
+
+
+def plan_instances(instances, settings, host='this host'):
+    """The full plan of one host's instances: rendered config, environment, argv inputs, warnings and errors.
+
+    ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
+    model_path, served_model_name, dtype, max_model_len, max_num_batched_tokens, gpu_memory_utilization,
+    listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
+    kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
+    mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports.
+    """
+    errors, warnings = [], []
+    plan = {'host': host, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
+            'warnings': warnings, 'errors': errors}
+    try:
+        profile = version_profile(settings.get('version'), settings.get('npu_type') or 'a2')
+    except ValueError as exc:
+        errors.append('%s: vllm_instance_vllm_ascend_version: %s' % (host, exc))
+        return plan
+    plan['profile'] = profile
+    plan['version'] = profile['version']
+    if settings.get('npu_type', 'a2') not in NPU_TYPES:
+        errors.append('%s: vllm_instance_npu_type must be one of %s, got %r'
+                      % (host, ', '.join(NPU_TYPES), settings.get('npu_type')))
+    if profile['older_than_known']:
+        warnings.append('%s: vllm-ascend %s is older than v0.11, the first release with the KV pool connector; '
+                        'rendering as for v0.11' % (host, profile['version']))
+    if not isinstance(instances, list):
+        errors.append('%s: vllm_instance_instances must be a list of instances, got %s'
+                      % (host, type(instances).__name__))
+        return plan
+    planned = []
+    raw_warnings = []
+    ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
+                                           settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
+                                           settings.get('ld_library_path'))
+    warnings.extend('%s: %s' % (host, w) for w in warn)
+    errors.extend('%s: %s' % (host, e) for e in err)
+    plan['ld_library_path'] = ld
+    for index, raw in enumerate(instances):
+        if not isinstance(raw, dict):
+            errors.append('%s: vllm_instance_instances[%d] must be a dict (devices, port, ...), got %r'
+                          % (host, index, raw))
+            continue
+        where = '%s: vllm_instance_instances[%d]' % (host, index)
+        unknown = sorted(set(raw) - set(INSTANCE_KEYS))
+        if unknown:
+            errors.append('%s: unknown key(s) %s; allowed: %s' % (where, ', '.join(unknown), ', '.join(INSTANCE_KEYS)))
+        inst = {'index': index}
+        port = raw.get('port')
+        if not _is_int(port) or not 1 <= int(port) <= 65535:
+            errors.append('%s: port must be a TCP port 1-65535, got %r' % (where, port))
+            port = None
+        else:
+            port = int(port)
+        inst['port'] = port
+        name = raw.get('name') or ('vllm-%s' % port if port else None)
+        if name is not None and not NAME_RE.match(str(name)):
+            errors.append('%s: name %r must be letters, digits, ".", "_" or "-" (it names the state directory)'
+                          % (where, name))
+        inst['name'] = None if name is None else str(name)
+        if inst['name']:
+            where = '%s: instance %s' % (host, inst['name'])
+        devices = raw.get('devices')
+        if not isinstance(devices, list) or not devices or not all(_is_int(d) for d in devices):
+            errors.append('%s: devices must be a non-empty list of NPU ids, got %r' % (where, devices))
+            devices = []
+        devices = [int(d) for d in devices]
+        bad = [d for d in devices if d > MAX_DEVICE_ID]
+        if bad:
+            errors.append('%s: NPU ids must be 0-%d, got %s' % (where, MAX_DEVICE_ID, bad))
+        if len(set(devices)) != len(devices):
+            errors.append('%s: devices %s lists an NPU twice' % (where, devices))
+        inst['devices'] = devices
+        tp = raw.get('tensor_parallel_size')
+        if tp in (None, '', 0):
+            tp = len(devices)
+        elif not _is_int(tp) or int(tp) < 1:
+            errors.append('%s: tensor_parallel_size must be a positive integer, got %r' % (where, tp))
+            tp = len(devices)
+        else:
+            tp = int(tp)
+            if devices and tp != len(devices):
+                errors.append('%s: tensor_parallel_size %d does not match its %d visible NPU(s) %s: vLLM would fail '
+                              'at start; give the instance exactly %d NPU(s) or leave tensor_parallel_size unset'
+                              % (where, tp, len(devices), devices, tp))
+        inst['tensor_parallel_size'] = tp
+        lookup = raw.get('lookup_rpc_port', index)
+        if not _is_int(lookup):
+            errors.append('%s: lookup_rpc_port must be a non-negative integer, got %r' % (where, lookup))
+            lookup = index
+        inst['lookup_rpc_port'] = int(lookup)
+        state = raw.get('state', 'started')
+        if state not in INSTANCE_STATES:
+            errors.append('%s: state must be one of %s, got %r' % (where, ', '.join(INSTANCE_STATES), state))
+        inst['state'] = state
+        model = raw.get('model_path') or settings.get('model_path')
+        if not model:
+            errors.append('%s: no model: set vllm_instance_model_path (or model_path of the instance)' % where)
+        inst['model'] = model
+        for key in ('served_model_name', 'dtype', 'max_model_len', 'max_num_batched_tokens',
+                    'gpu_memory_utilization'):
+            value = raw.get(key, settings.get(key))
+            inst[key] = None if value in ('', None, 0) else value
+        inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
+        extra = dict(settings.get('kv_connector_extra_config') or {})
+        extra.update(raw.get('kv_connector_extra_config') or {})
+        config, warn, err = render_kv_transfer_config(
+            profile, inst['lookup_rpc_port'], settings.get('kv_connector') or '', settings.get('kv_role') or 'kv_both',
+            extra, settings.get('register_buffer'), settings.get('kv_transfer_extra'), where,
+            settings.get('kv_load_failure_policy') or '')
+        inst['kv_transfer_config'] = config
+        raw_warnings.extend((where, w) for w in warn)
+        errors.extend(err)
+        user_env = dict(settings.get('environment') or {})
+        user_env.update(raw.get('environment') or {})
+        env, warn, err = render_env(profile, devices, settings.get('mooncake_config_path'),
+                                    settings.get('python_hash_seed'), settings.get('host_ip') or '',
+                                    settings.get('ascend_buffer_pool'), user_env, where)
+        inst['env'] = env
+        raw_warnings.extend((where, w) for w in warn)
+        errors.extend(err)
+        inst['path_prepend'] = {'LD_LIBRARY_PATH': ld}
+        inst['extra_args'], dropped = drop_api_key_args([str(a) for a in (settings.get('extra_args') or [])] +
+                                                        [str(a) for a in (raw.get('extra_args') or [])])
+        if dropped:
+            errors.append('%s: set the API key with vllm_instance_api_key, not %s in extra_args (an argument is shown '
+                          'in the plan, the output and every ps listing of the node)' % (where, API_KEY_FLAG))
+        inst['devices_text'] = _ranges(devices)
+        planned.append(inst)
+    errors.extend(find_collisions(planned, settings.get('reserved_ports'), host))
+    # A role-level setting warns once per host, not once per instance.
+    texts = [w[len(loc) + 2:] if w.startswith(loc + ': ') else w for loc, w in raw_warnings]
+    for w, text in zip([item[1] for item in raw_warnings], texts):
+        line = '%s: %s' % (host, text) if texts.count(text) > 1 else w
+        if line not in warnings:
+            warnings.append(line)
+    plan['instances'] = planned
+    started = [i for i in planned if i['state'] == 'started']
+    plan['devices'] = sorted(set(d for i in started for d in i['devices']))
+    plan['ports'] = [i['port'] for i in started if i['port']]
+    plan['total_tp'] = sum(i['tensor_parallel_size'] for i in started)
+    return plan
+
+
+# --- status and summary of the instances (vllm_instance_status filter, vllm_instance_report action) ---------
+
+def _by_name(results):
+    out = {}
+    for res in results or []:
+        if not isinstance(res, dict) or res.get('skipped'):
+            continue
+        item = res.get('item') or {}
+        if isinstance(item, dict) and item.get('name'):
+            out[item['name']] = res
+    return out
+
+
+def _first_line(text):
+    return (text or '').strip().split('\n')[0]
+
+
+def vllm_instance_status(plan, launch_results=None, wait_results=None, wanted='started'):
+    """Status of every planned instance of one host from the launch and wait results of vllm_server.
+
+    Each status: ``name``, ``port``, ``endpoint``, ``health`` (healthy, starting, unknown, stopped, failed),
+    ``ready_seconds``, ``devices_text``, ``served_model_name``, ``wanted`` (started or stopped), ``action``
+    (what the run did), ``failed``, ``message`` (first line of the error) and ``error`` (the whole message, with
+    the log tail).
+    """
+    launched = _by_name(launch_results)
+    waited = _by_name(wait_results)
+    out = []
+    for inst in (plan or {}).get('instances') or []:
+        name = inst.get('name')
+        want = 'stopped' if wanted == 'stopped' or inst.get('state') == 'stopped' else 'started'
+        host = probe_host(inst.get('host'))
+        st = {
+            'name': name, 'port': inst.get('port'), 'devices_text': inst.get('devices_text'),
+            'served_model_name': inst.get('served_model_name') or inst.get('model'), 'wanted': want,
+            'endpoint': 'http://%s' % format_host_port(host, inst.get('port')) if inst.get('port') else None,
+            'health': 'unknown', 'ready_seconds': None, 'action': 'none', 'failed': False, 'message': '',
+            'error': '',
+        }
+        first = launched.get(name)
+        second = waited.get(name)
+        for res in (first, second):
+            if not res:
+                continue
+            if res.get('action') and res.get('action') != 'none':
+                st['action'] = res['action']
+            if res.get('endpoint'):
+                st['endpoint'] = res['endpoint']
+            if res.get('health'):
+                st['health'] = res['health']
+            if res.get('ready_seconds') is not None:
+                st['ready_seconds'] = res['ready_seconds']
+            if res.get('failed'):
+                st.update(failed=True, health='failed', message=_first_line(res.get('msg')),
+                          error=res.get('msg') or '')
+                break
+        if want == 'stopped' and not st['failed']:
+            st['health'] = 'stopped'
+        out.append(st)
+    return out
+
+
+def vllm_instance_summary(status_by_host, hosts=None, label=''):
+    """One summary of every instance of the play: endpoint, health, NPUs, and what went wrong.
+
+    ``status_by_host`` maps a host to its list of instance statuses (``name``, ``endpoint``, ``health``,
+    ``ready_seconds``, ``devices_text``, ``served_model_name``, ``action``, ``message``).
+    Returns ``{'ok': bool, 'instances': n, 'healthy': n, 'lines': [...]}``.
+    """
+    hosts = list(hosts) if hosts else sorted(status_by_host or {})
+    rows = []
+    missing = []
+    for host in hosts:
+        if host not in (status_by_host or {}) or (status_by_host or {}).get(host) is None:
+            missing.append(host)
+            continue
+        for st in (status_by_host or {}).get(host) or []:
+            rows.append((host, st))
+    healthy = [r for r in rows if r[1].get('health') == 'healthy']
+    stopped = [r for r in rows if r[1].get('health') == 'stopped' and r[1].get('wanted') == 'stopped']
+    problems = [r for r in rows if r not in healthy and r not in stopped
+                and r[1].get('health') not in ('unknown', 'starting')]
+    head = 'vLLM instances%s: %d instance(s) on %d node(s): %d healthy' % (
+        (' [%s]' % label) if label else '', len(rows), len(set(h for h, _s in rows)), len(healthy))
+    if stopped:
+        head += ', %d stopped as wanted' % len(stopped)
+    if problems or missing:
+        head += ', %d problem(s)' % (len(problems) + len(missing))
+    lines = [head]
+    width = max([len(h) for h, _s in rows] + [4])
+    name_width = max([len(str(s.get('name'))) for _h, s in rows] + [4])
+    for host, st in rows:
+        ready = st.get('ready_seconds')
+        detail = []
+        if st.get('served_model_name'):
+            detail.append('serves %s' % st['served_model_name'])
+        if st.get('devices_text'):
+            detail.append('NPUs %s' % st['devices_text'])
+        if ready is not None and st.get('health') == 'healthy' and st.get('action') in ('started', 'restarted'):
+            detail.append('ready in %.1f s' % float(ready))
+        if st.get('action') and st.get('action') != 'none':
+            detail.append(st['action'])
+        if st.get('message'):
+            detail.append(st['message'])
+        lines.append('%-*s  %-*s  %-28s  %-9s  %s' % (width, host, name_width, st.get('name'),
+                                                      st.get('endpoint') or '-', st.get('health') or '?',
+                                                      ', '.join(detail)))
+    for host in missing:
+        lines.append('%s  no status: the host failed or was unreachable before its instances were handled' % host)
+    return {'ok': not problems and not missing, 'instances': len(rows), 'healthy': len(healthy), 'lines': lines,
+            'problems': [dict(st, node=h) for h, st in problems], 'missing_hosts': missing}
