@@ -72,7 +72,8 @@ class Handler(BaseHTTPRequestHandler):
     # --- plumbing ----------------------------------------------------------------------------------
     def _send(self, status, body=b"", content_type="application/json"):
         self.send_response(status)
-        self.send_header("content-type", content_type)
+        if content_type:
+            self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         if body and self.command != "HEAD":
@@ -106,7 +107,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         app = self.server.app
         routes = {
-            ("GET", "/health"): lambda: self._send(200),
+            # vLLM answers /health with an empty Response(): no content-type (seen on the real engine)
+            ("GET", "/health"): lambda: self._send(200, content_type=None),
             ("GET", "/ping"): lambda: self._send(200),
             ("POST", "/ping"): lambda: self._send(200),
             ("GET", "/version"): lambda: self._json(200, {"version": reported_version()}),
