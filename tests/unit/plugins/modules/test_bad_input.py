@@ -209,7 +209,8 @@ def _report_play(tmp_path, status):
         msg: "RESULT {{ written | to_json }}"
 ''' % (json.dumps(status), 'true' if status is not None else 'false'))
     argv = [str(Path(sys.executable).parent / 'ansible-playbook'), str(tmp_path / 'play.yml'), '-i', 'localhost,']
-    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / 'ansible.cfg'), ANSIBLE_NOCOLOR='1', ANSIBLE_STDOUT_CALLBACK='json')
+    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
+               ANSIBLE_STDOUT_CALLBACK='json')
     out = subprocess.run(argv, cwd=str(repo), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          universal_newlines=True, timeout=120, check=False).stdout
     play = json.loads(out[out.index('{'):])
