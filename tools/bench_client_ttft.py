@@ -6,9 +6,9 @@ scrapes its /metrics before and after, and prints the client's mean / p50 / p90 
 ones from the change of `vllm:time_to_first_token_seconds` (mean = sum / count, p50 / p90 from the buckets).
 Target: client mean within 5% of the server-side mean (ratio <= 1.05).
 
-Where the rest goes, per request (``--breakdown``): the client also times, for every request, when the request
-was written (connection set-up and send) and when the response headers arrived, so the gap splits into send,
-server-to-headers and headers-to-first-content-chunk (SSE: the role chunk, then the first content chunk).
+Where the rest goes: run it again with ``--concurrency 1``. Alone, the gap is the fixed cost of one request
+outside vLLM's clock (the client's send, the API server's HTTP parsing and chat template, the SSE path back);
+what it adds at concurrency 25 is queueing for the two cores (client threads, API server, engine).
 
 Usage (against a URL on loopback or on the mock cluster, inside the mock-cluster lock for the latter):
     python tools/bench_client_ttft.py --url http://127.0.0.1:8000 [--requests 100] [--concurrency 25]
