@@ -50,7 +50,7 @@ def one_run(lg, args, seed, model, counter):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--url', required=True)
     parser.add_argument('--requests', type=int, default=100)
     parser.add_argument('--concurrency', type=int, default=25)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build the tiny model the real vLLM engine (CPU build) serves in tests/conformance/ - TEST EQUIPMENT.
 
 No hub access: a Qwen2 architecture with random weights (hidden 128, 2 layers, 4 heads, vocab 4096) and a BPE
@@ -6,7 +5,7 @@ tokenizer trained with `tokenizers` on local text (this Python's own standard li
 template of Qwen's shape. About 4 MB, built in seconds. Its answers are noise; only the engine's behaviour
 (flags, HTTP, metrics, SSE) is under test. Run with the conformance venv's Python:
 
-    make_tiny_model.py DIR
+    python make_tiny_model.py DIR
 """
 import glob
 import json
