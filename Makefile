@@ -15,7 +15,7 @@ NODES ?= 2
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule \
-	install-test ee-check smoke-oldest role-docs test bench clean
+	install-test ee-check smoke-oldest role-docs test bench conformance clean
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
 # sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
@@ -95,6 +95,18 @@ unit: venv
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
 
 # The test equipment itself in docker (the stubs over SSH on real containers).
+# Opt-in, not part of `make test`: the vllm stand-in against the real vLLM engine (CPU build, tiny model: test
+# equipment) on loopback, tests/conformance/. Its venv (~3.6 GB) is cached by the hash of its requirements.
+CONFORMANCE_VENV := .tmp/venv-vllm-real
+CONFORMANCE_MODEL := .tmp/tiny-model
+conformance:
+	bash scripts/conformance-venv.sh $(CONFORMANCE_VENV)
+	test -f $(CONFORMANCE_MODEL)/model.safetensors || \
+		HF_HUB_OFFLINE=1 $(CONFORMANCE_VENV)/bin/python tests/conformance/make_tiny_model.py $(CONFORMANCE_MODEL)
+	mkdir -p .tmp/vllm-rpc
+	KVPOOL_CONFORMANCE_VLLM=$(CURDIR)/$(CONFORMANCE_VENV)/bin/vllm KVPOOL_CONFORMANCE_MODEL=$(CURDIR)/$(CONFORMANCE_MODEL) \
+		KVPOOL_CONFORMANCE_RPC=$(CURDIR)/.tmp/vllm-rpc $(BIN)/pytest -q -p no:cacheprovider -s tests/conformance
+
 equipment: image
 	$(BIN)/pytest -q -p no:cacheprovider tests/mock -m docker
 

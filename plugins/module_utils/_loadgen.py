@@ -18,7 +18,8 @@
   between closest ranks, as numpy's default and AISBench do).
 * ``/metrics``: ``parse_prometheus`` reads the Prometheus text format into ``{series: value}``; ``diff`` and
   ``metric_sum`` give the counters' change over a step; ``vllm_hits`` and ``master_state`` summarise where KV
-  hits came from.
+  hits came from; ``histogram``, ``histogram_quantile`` and ``server_ttft`` give the server's own TTFT over a
+  step (mean from ``_sum`` / ``_count``, p50 / p90 from the buckets, as Prometheus' ``histogram_quantile``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -643,3 +644,109 @@ def master_state(samples):
         'capacity_bytes': metric_sum(samples, 'master_total_capacity_bytes'),
         'active_clients': metric_sum(samples, 'master_active_clients'),
     }
+
+
+# --- server-side TTFT from the histogram -----------------------------------------------------------------------
+SERVER_TTFT_METRIC = 'vllm:time_to_first_token_seconds'
+
+
+def _bound(text):
+    try:
+        return _number(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def histogram(samples, name, **labels):
+    """The histogram ``name`` (Prometheus ``_bucket`` / ``_sum`` / ``_count`` series) summed over every series whose
+    labels include ``labels`` (for example over vLLM's ``engine`` label).
+
+    Returns ``{'count', 'sum', 'buckets': [(upper bound, cumulative count), ...]}`` with the buckets sorted by bound
+    (``+Inf`` last), or None when ``samples`` hold no series of it. Works on a scrape and on ``diff`` of two.
+    """
+    count = total = None
+    buckets = {}
+    for key, value in (samples or {}).items():
+        sname, slabels = split_series(key)
+        if not sname.startswith(name) or sname[len(name):] not in ('_bucket', '_sum', '_count'):
+            continue
+        if any(slabels.get(k) != str(v) for k, v in labels.items()):
+            continue
+        suffix = sname[len(name):]
+        if suffix == '_count':
+            count = (count or 0.0) + value
+        elif suffix == '_sum':
+            total = (total or 0.0) + value
+        else:
+            bound = _bound(slabels.get('le'))
+            if bound is None or math.isnan(bound):
+                continue
+            buckets[bound] = buckets.get(bound, 0.0) + value
+    if count is None and total is None and not buckets:
+        return None
+    ordered = sorted(buckets.items())
+    if count is None and ordered and math.isinf(ordered[-1][0]):
+        count = ordered[-1][1]
+    return {'count': count, 'sum': total, 'buckets': ordered}
+
+
+def histogram_quantile(q, buckets):
+    """Prometheus' ``histogram_quantile``: the ``q`` quantile (0..1) of cumulative ``buckets`` [(bound, count)].
+
+    As Prometheus (promql/quantile.go): the first bucket whose count reaches the rank holds it, the value is
+    interpolated linearly inside it (the lowest bucket starts at 0), a rank in the ``+Inf`` bucket gives the
+    highest finite bound. Counts are made monotonic first (a scrape taken mid-update may not be). None without
+    observations, without a ``+Inf`` bucket or for ``q`` outside 0..1.
+    """
+    if not buckets or not math.isinf(buckets[-1][0]) or q < 0 or q > 1:
+        return None
+    counts = []
+    for _bound_value, count in buckets:
+        counts.append(max(count, counts[-1]) if counts else count)
+    total = counts[-1]
+    if not total or total <= 0:
+        return None
+    rank = q * total
+    index = 0
+    while index < len(counts) - 1 and counts[index] < rank:
+        index += 1
+    if index == len(counts) - 1:
+        return buckets[-2][0] if len(buckets) > 1 else None
+    end = buckets[index][0]
+    if index == 0 and end <= 0:
+        return end
+    start = buckets[index - 1][0] if index > 0 else 0.0
+    below = counts[index - 1] if index > 0 else 0.0
+    inside = counts[index] - below
+    if inside <= 0:
+        return start
+    return start + (end - start) * (rank - below) / inside
+
+
+def _num_ok(value):
+    return value is not None and not (math.isnan(value) or math.isinf(value))
+
+
+def server_ttft(delta, name=SERVER_TTFT_METRIC):
+    """The server's own TTFT over a step, from the change of its TTFT histogram (``diff`` of two scrapes).
+
+    ``count`` requests observed, ``mean_ms`` = change of ``_sum`` / change of ``_count``, ``p50_ms`` / ``p90_ms``
+    interpolated in the changed buckets (so only as fine as vLLM's bucket bounds). None when the scrapes hold no
+    such histogram; the figures are None when no request was observed during the step.
+    """
+    hist = histogram(delta, name)
+    if hist is None:
+        return None
+    count = hist['count']
+    if count is not None and (math.isnan(count) or math.isinf(count)):
+        count = None
+    mean = None
+    if count and count > 0 and _num_ok(hist['sum']):
+        mean = round(1000.0 * hist['sum'] / count, 3)
+
+    def quantile_ms(q):
+        value = histogram_quantile(q, hist['buckets'])
+        return round(1000.0 * value, 3) if value is not None else None
+
+    return {'count': int(count) if count else 0, 'mean_ms': mean, 'p50_ms': quantile_ms(0.5),
+            'p90_ms': quantile_ms(0.9)}

@@ -129,7 +129,8 @@ options:
     type: list
     elements: str
     default: ['vllm:prefix_cache', 'vllm:external_prefix_cache', 'vllm:prompt_tokens', 'vllm:generation_tokens',
-              'vllm:request_success', 'vllm:num_requests', 'vllm:kv_cache_usage', 'kvpool_sim_pool', 'master_']
+              'vllm:request_success', 'vllm:num_requests', 'vllm:kv_cache_usage',
+              'vllm:time_to_first_token_seconds', 'kvpool_sim_pool', 'master_']
   return_requests:
     description: Return every request's timings in RV(requests).
     type: bool
@@ -249,6 +250,11 @@ metrics:
       C(delta) (selected series), and C(hits) (vLLM instances - prefix and external query/hit tokens and rates,
       pool loads from the instance's own / another segment on the simulated stand-in) or C(master) (the Mooncake
       master's C(key_count), C(allocated_bytes), C(capacity_bytes), C(active_clients) before and after).
+    - vLLM instances also get C(server_ttft) - the instance's own TTFT over the step from the change of its
+      C(vllm:time_to_first_token_seconds) histogram - C(count) (requests observed), C(mean_ms) (change of
+      C(_sum) / change of C(_count)), C(p50_ms) and C(p90_ms) (interpolated in the changed buckets as
+      Prometheus' C(histogram_quantile), so only as fine as vLLM's bucket bounds); null when the scrapes hold
+      no such histogram (keep C(vllm:time_to_first_token_seconds) in O(metrics_prefixes)).
   returned: success
   type: dict
 aisbench:
@@ -303,6 +309,7 @@ def compare(before, after):
             }
         if any(key.startswith('vllm:') or key.startswith('kvpool_sim_') for key in samples):
             entry['hits'] = _loadgen.vllm_hits(entry['delta']) if entry['delta'] is not None else None
+            entry['server_ttft'] = _loadgen.server_ttft(entry['delta']) if entry['delta'] is not None else None
         out[name] = entry
     return out
 
@@ -434,7 +441,8 @@ def main():
             metrics_prefixes=dict(type='list', elements='str',
                                   default=['vllm:prefix_cache', 'vllm:external_prefix_cache', 'vllm:prompt_tokens',
                                            'vllm:generation_tokens', 'vllm:request_success', 'vllm:num_requests',
-                                           'vllm:kv_cache_usage', 'kvpool_sim_pool', 'master_']),
+                                           'vllm:kv_cache_usage', 'vllm:time_to_first_token_seconds',
+                                           'kvpool_sim_pool', 'master_']),
             return_requests=dict(type='bool', default=True),
             tool=dict(type='str', default='builtin', choices=['builtin', 'aisbench']),
             aisbench_command=dict(type='str', default='ais_bench'),

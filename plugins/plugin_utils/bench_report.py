@@ -41,6 +41,9 @@ STEPS = [
      'instance': 'instance2', 'dataset': 'A'},
 ]
 MEASURED = ('step1', 'step2', 'step3')
+# A step whose client-side mean TTFT differs from the target instance's own (vllm:time_to_first_token_seconds)
+# by more than this is flagged: that part of the reported TTFT is the client (or the network), not the pool.
+TTFT_GAP_LIMIT = 0.10
 CROSS_NODE_HINT = 'PYTHONHASHSEED mismatch or pool not shared'
 
 
@@ -64,6 +67,20 @@ def _hits(step, which):
     entry = _d(_d(_d(step).get('metrics')).get(which))
     hits = entry.get('hits')
     return (hits if isinstance(hits, dict) else None), entry.get('error')
+
+
+def _server_ttft(step, which):
+    server = _d(_d(_d(step).get('metrics')).get(which)).get('server_ttft')
+    if not isinstance(server, dict):
+        return None
+    return dict((k, _num(server.get(k))) for k in ('count', 'mean_ms', 'p50_ms', 'p90_ms'))
+
+
+def _gap(client, server):
+    client, server = _num(client), _num(server)
+    if client is None or server is None or server <= 0:
+        return None
+    return round((client - server) / server, 4)
 
 
 def _master(step):
@@ -146,13 +163,16 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
             dataset=res.get('dataset'), summary=res.get('summary'), hits=hits, hits_error=hits_error,
             other_instance_hits=other_hits, master=master, master_source=master_name, master_error=master_error,
             reference_ttft_ms=(reference.get('ttft_ms') or {}).get(spec['id']),
+            server_ttft=_server_ttft(res, spec['instance']),
         )
+        step['ttft_gap'] = _gap(_stat(res, 'ttft_ms', 'mean'), (step['server_ttft'] or {}).get('mean_ms'))
         if isinstance(res.get('aisbench'), dict):
             step['aisbench'] = dict((k, v) for k, v in res['aisbench'].items() if k != 'output_tail')
         steps.append(step)
     by_id = dict((s['id'], s) for s in steps)
     checks = _checks(by_id)
     findings = [c for c in checks if not c['ok']]
+    flags = _ttft_flags(steps)
     report = {
         'title': 'vLLM-Ascend KV pool TTFT benchmark (the guide\'s three steps)',
         'label': label or '',
@@ -168,6 +188,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
         'reference': reference,
         'checks': checks,
         'findings': findings,
+        'ttft_flags': flags,
         'ok': not findings,
     }
     report['summary'] = summary_lines(report)
@@ -249,6 +270,37 @@ def _checks(by_id):
     return out
 
 
+def _ttft_flags(steps):
+    """The steps whose client mean TTFT is more than TTFT_GAP_LIMIT away from the target instance's own mean.
+
+    A flag is about the measurement (the client's share of the TTFT), not about the pool: it is listed next to the
+    findings, and does not make the run fail.
+    """
+    out = []
+    for step in steps:
+        gap = step.get('ttft_gap')
+        if step.get('status') != 'ok' or gap is None or abs(gap) <= TTFT_GAP_LIMIT:
+            continue
+        client = _stat(step, 'ttft_ms', 'mean')
+        server = step['server_ttft']['mean_ms']
+        out.append({'step': step['id'], 'client_mean_ms': client, 'server_mean_ms': server, 'gap': gap,
+                    'message': '%s: client mean TTFT %.1f ms is %+.1f%% off the server-side mean %.1f ms of %s '
+                               '(vllm:time_to_first_token_seconds), more than %d%%: that part of the reported TTFT '
+                               'is the client or the network, not the pool'
+                               % (step['guide'] or step['id'], client, 100.0 * gap, server, step['instance'],
+                                  int(round(100 * TTFT_GAP_LIMIT)))})
+    return out
+
+
+def _server_text(step):
+    server = step.get('server_ttft') or {}
+    if server.get('mean_ms') is None:
+        return 'server TTFT -'
+    return 'server TTFT mean %s / p50 %s / p90 %s ms (client %s)' % (
+        _fmt(server.get('mean_ms')), _fmt(server.get('p50_ms')), _fmt(server.get('p90_ms')),
+        '-' if step.get('ttft_gap') is None else '%+.1f%%' % (100.0 * step['ttft_gap']))
+
+
 def summary_lines(report):
     label = (' [%s]' % report['label']) if report.get('label') else ''
     verdict = 'as in the guide' if report['ok'] else '%d finding(s)' % len(report['findings'])
@@ -270,14 +322,16 @@ def summary_lines(report):
             continue
         ttft = _d(step['summary'].get('ttft_ms'))
         hits = step.get('hits') or {}
-        lines.append('  %-6s TTFT mean %s / median %s / p90 %s ms (guide %s ms, other hardware); prefix hits %s, '
-                     'external hits %s; %s/%s ok'
+        lines.append('  %-6s TTFT mean %s / median %s / p90 %s ms (guide %s ms, other hardware); %s; prefix hits '
+                     '%s, external hits %s; %s/%s ok'
                      % (step['guide'], _fmt(ttft.get('mean')), _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
-                        _fmt(step.get('reference_ttft_ms'), 0), _pct(hits.get('prefix_hit_rate')),
+                        _fmt(step.get('reference_ttft_ms'), 0), _server_text(step), _pct(hits.get('prefix_hit_rate')),
                         _pct(hits.get('external_hit_rate')), step['summary'].get('succeeded'),
                         step['summary'].get('requests')))
     for finding in report['findings']:
         lines.append('  FINDING %s: %s' % (finding['check'], finding['message']))
+    for flag in report.get('ttft_flags') or []:
+        lines.append('  FLAG client_server_ttft: %s' % flag['message'])
     return lines
 
 
@@ -312,24 +366,31 @@ def render_markdown(report, chart_name=None):
         rt.get('step3')))
     out += ['', '_%s._' % ref.get('note', ''), '']
     out += ['## Steps', '',
-            '| step | instance | requests ok/failed | TTFT mean / median / p90 / p99 (ms) | TPOT median (ms) | '
-            'E2E median (ms) | prefix hit rate | external (pool) hit rate | pool hits own / other segment '
-            '(tokens) | master keys / used MiB after |',
-            '|---|---|---|---|---|---|---|---|---|---|']
+            '| step | instance | requests ok/failed | TTFT mean / median / p90 / p99 (ms) | server TTFT mean / p50 / '
+            'p90 (ms) | client vs server mean | TPOT median (ms) | E2E median (ms) | prefix hit rate | external '
+            '(pool) hit rate | pool hits own / other segment (tokens) | master keys / used MiB after |',
+            '|---|---|---|---|---|---|---|---|---|---|---|---|']
     for step in report['steps']:
         name = step['guide'] or 'prep (B)'
         if step['status'] != 'ok':
             state = step['status'] + (': ' + step['error'] if step.get('error') else '')
-            out.append('| %s | %s | %s | | | | | | | |' % (name, step['instance'], state))
+            out.append('| %s | %s | %s | | | | | | | | | |' % (name, step['instance'], state))
             continue
         summary = step['summary']
         ttft_s = _d(summary.get('ttft_ms'))
         hits = step.get('hits') or {}
         master_after = _d(_d(step.get('master')).get('after'))
         used = _num(master_after.get('allocated_bytes'))
-        out.append('| %s | %s | %s/%s | %s / %s / %s / %s | %s | %s | %s | %s | %s / %s | %s / %s |' % (
+        server = step.get('server_ttft') or {}
+        gap = step.get('ttft_gap')
+        gap_text = '-' if gap is None else '%+.1f%%' % (100.0 * gap)
+        if gap is not None and abs(gap) > TTFT_GAP_LIMIT:
+            gap_text += ' **FLAG**'
+        row = '| %s | %s | %s/%s | %s / %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |'
+        out.append(row % (
             name, step['instance'], summary.get('succeeded'), summary.get('failed'),
             _fmt(ttft_s.get('mean')), _fmt(ttft_s.get('median')), _fmt(ttft_s.get('p90')), _fmt(ttft_s.get('p99')),
+            _fmt(server.get('mean_ms')), _fmt(server.get('p50_ms')), _fmt(server.get('p90_ms')), gap_text,
             _fmt(_d(summary.get('tpot_ms')).get('median')), _fmt(_d(summary.get('e2e_ms')).get('median')),
             _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')),
             _fmt(hits.get('pool_own_segment_tokens'), 0), _fmt(hits.get('pool_other_segment_tokens'), 0),
@@ -337,12 +398,19 @@ def render_markdown(report, chart_name=None):
     out += ['', 'Prefix hit rate: vLLM\'s own (device) prefix cache, `vllm:prefix_cache_hits_total / '
             'vllm:prefix_cache_queries_total`. External hit rate: tokens loaded through the KV connector from the '
             'Mooncake pool, `vllm:external_prefix_cache_hits_total / vllm:external_prefix_cache_queries_total`. '
-            'Both are the counters\' change over the step on the instance the step targets.', '']
+            'Both are the counters\' change over the step on the instance the step targets.', '',
+            'Server TTFT: the target instance\'s own `vllm:time_to_first_token_seconds` over the step (mean = change '
+            'of `_sum` / change of `_count`; p50 / p90 interpolated in the changed histogram buckets, as Prometheus\' '
+            '`histogram_quantile`, so only as fine as the bucket bounds). "client vs server mean" is (client mean - '
+            'server mean) / server mean; beyond %d%% the step is flagged: that share of the TTFT is the client or '
+            'the network, not the pool.' % int(round(100 * TTFT_GAP_LIMIT)), '']
     out += ['## Checks', '']
     for check in report.get('checks') or []:
         out.append('- %s **%s**: %s' % ('OK' if check['ok'] else 'FINDING', check['check'], check['message']))
     if not report.get('checks'):
         out.append('- no step ran')
+    for flag in report.get('ttft_flags') or []:
+        out.append('- FLAG **client_server_ttft**: %s' % flag['message'])
     out += ['', '## Settings', '']
     for key in sorted(settings):
         out.append('- `%s`: %s' % (key, settings[key]))

@@ -1,9 +1,13 @@
 """The `vllm` command line of the SIMULATED stand-in: `vllm serve MODEL [options]`, `vllm --version`.
 
-Flags, their types and the argparse errors follow vLLM's (`usage: vllm serve [model_tag] [options]`,
-`vllm serve: error: unrecognized arguments: ...`, exit 2). Flags outside the subset below are rejected
-exactly as vLLM rejects unknown flags, so a collection that passes something vLLM does not know fails here
-too. Simulation knobs live in their own `--sim-*` group; each defaults from a `KVPOOL_SIM_*` variable so the
+Flags, their types and the argparse errors follow vLLM's: a bad value is the serve parser's error
+(`usage: vllm serve [model_tag] [options]`, `vllm serve: error: argument ...`, exit 2); an unknown flag is the
+top-level `vllm` parser's (`vllm: error: unrecognized arguments: ...`, exit 2), because `vllm serve` is an
+argparse sub-command and argparse reports the sub-parser's leftovers from the top parser (seen on the real
+engine, tests/conformance/). Unique abbreviations of long flags are taken, as vLLM's FlexibleArgumentParser
+(argparse's default allow_abbrev) does. Flags outside the subset below are rejected exactly as vLLM rejects
+unknown flags, so a collection that passes something vLLM does not know fails here too.
+Simulation knobs live in their own `--sim-*` group; each defaults from a `KVPOOL_SIM_*` variable so the
 collection never has to pass them.
 """
 
@@ -68,7 +72,11 @@ class StandinArgumentParser(argparse.ArgumentParser):
                     fixed.append(arg.replace("_", "-"))
             else:
                 fixed.append(arg)
-        return super().parse_args(fixed, namespace)
+        namespace, extras = self.parse_known_args(fixed, namespace)
+        if extras:
+            # vLLM's `serve` is a sub-command: argparse hands the leftovers to the top parser, which reports them
+            build_top_parser().error("unrecognized arguments: %s" % " ".join(extras))
+        return namespace
 
 
 def human_readable_int(value):
@@ -142,7 +150,7 @@ def build_serve_parser(prog="vllm serve"):
         description="Launch a local OpenAI-compatible API server to serve LLM completions via HTTP. "
                     "[" + SIMULATED_NOTE + "]",
         epilog=EPILOG,
-        allow_abbrev=False,
+        allow_abbrev=True,
     )
     parser.add_argument("model_tag", nargs="?", default=None,
                         help="The model tag to serve (optional if specified in config) (default: None)")

@@ -1,10 +1,14 @@
 """GET /metrics in Prometheus text format with vLLM v1's metric names, labels, help texts and buckets
-(vllm/v1/metrics/loggers.py), each HELP prefixed `[SIMULATED vLLM stand-in]`. Counts follow vLLM's
+(vllm/v1/metrics/loggers.py), each HELP prefixed `[SIMULATED vLLM stand-in]`. Exposed as prometheus_client
+does for vLLM (seen on the real engine, tests/conformance/ and tests/unit/plugins/module_utils/fixtures/vllm/):
+labels in name order (`engine`, `le`, `model_name`), and a `<name>_created` gauge (creation time, seconds since
+the epoch) after every counter and histogram. Counts follow vLLM's
 definitions (tokens, not blocks); timings are those of the simulation. `kvpool_sim_*` metrics are stand-in
 extras (where pool hits were loaded from) and exist in no real vLLM.
 """
 
 import threading
+import time
 
 TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
@@ -66,6 +70,7 @@ class Metrics:
         self.waiting = 0
         self.put_pending = lambda: 0
         self.hist = {"ttft": Histogram(TTFT_BUCKETS), "tpot": Histogram(TPOT_BUCKETS), "e2e": Histogram(E2E_BUCKETS)}
+        self.created = time.time()
 
     def inc(self, key, amount=1):
         with self._lock:
@@ -94,9 +99,14 @@ class Metrics:
             return dict(self.values), self.running, self.waiting
 
     def render(self):
-        labels = 'engine="0",model_name="%s"' % _escape(self.model_name)
+        base = {"engine": "0", "model_name": self.model_name}
         out = ["# SIMULATED: /metrics of the vLLM stand-in of the ascend.kvpool mock cluster "
                "(tests/mock/vllm/README.md); names, labels and token counting as vLLM v1, timings simulated."]
+
+        def created(name, text, label_sets):
+            out.extend(["# HELP %s_created %s%s" % (name, SIM, text), "# TYPE %s_created gauge" % name])
+            out.extend("%s_created%s %s" % (name, _labels(extra), repr(self.created)) for extra in label_sets)
+
         with self._lock:
             gauges = [
                 ("vllm:num_requests_running", "Number of requests in model execution batches.", self.running),
@@ -107,16 +117,19 @@ class Metrics:
             ]
             for name, text, value in gauges:
                 out += ["# HELP %s %s%s" % (name, SIM, text), "# TYPE %s gauge" % name,
-                        "%s{%s} %s" % (name, labels, _num(value))]
+                        "%s%s %s" % (name, _labels(base), _num(value))]
             for key, name, text in COUNTERS:
                 out += ["# HELP %s_total %s%s" % (name, SIM, text), "# TYPE %s_total counter" % name,
-                        "%s_total{%s} %s" % (name, labels, _num(self.values[key]))]
+                        "%s_total%s %s" % (name, _labels(base), _num(self.values[key]))]
+                created(name, text, [base])
             name = "vllm:request_success"
-            out += ["# HELP %s_total %sCount of successfully processed requests." % (name, SIM),
-                    "# TYPE %s_total counter" % name]
-            for reason in ("stop", "length", "abort"):
-                out.append('%s_total{%s,finished_reason="%s"} %s' % (name, labels, reason,
-                                                                     _num(self.success.get(reason, 0))))
+            text = "Count of successfully processed requests."
+            out += ["# HELP %s_total %s%s" % (name, SIM, text), "# TYPE %s_total counter" % name]
+            reasons = [dict(base, finished_reason=reason) for reason in ("stop", "length", "abort")]
+            for labels in reasons:
+                out.append("%s_total%s %s" % (name, _labels(labels),
+                                              _num(self.success.get(labels["finished_reason"], 0))))
+            created(name, text, reasons)
             for key, name, text in (
                     ("ttft", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds."),
                     ("tpot", "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."),
@@ -124,18 +137,23 @@ class Metrics:
                 hist = self.hist[key]
                 out += ["# HELP %s %s%s" % (name, SIM, text), "# TYPE %s histogram" % name]
                 for bound, count in zip(hist.buckets, hist.counts):
-                    out.append('%s_bucket{%s,le="%s"} %s' % (name, labels, _num(float(bound)), _num(count)))
-                out.append('%s_bucket{%s,le="+Inf"} %s' % (name, labels, _num(hist.count)))
-                out.append("%s_count{%s} %s" % (name, labels, _num(hist.count)))
-                out.append("%s_sum{%s} %s" % (name, labels, repr(float(hist.sum))))
+                    out.append("%s_bucket%s %s" % (name, _labels(dict(base, le=_num(float(bound)))), _num(count)))
+                out.append("%s_bucket%s %s" % (name, _labels(dict(base, le="+Inf")), _num(hist.count)))
+                out.append("%s_count%s %s" % (name, _labels(base), _num(hist.count)))
+                out.append("%s_sum%s %s" % (name, _labels(base), repr(float(hist.sum))))
+                created(name, text, [base])
             seen = set()
             for key, name, extra, text in SIM_COUNTERS:
                 if name not in seen:
                     out += ["# HELP %s_total %s%s" % (name, SIM, text), "# TYPE %s_total counter" % name]
                     seen.add(name)
-                extra_labels = "".join(',%s="%s"' % item for item in extra.items())
-                out.append("%s_total{%s%s} %s" % (name, labels, extra_labels, _num(self.values[key])))
+                out.append("%s_total%s %s" % (name, _labels(dict(base, **extra)), _num(self.values[key])))
         return "\n".join(out) + "\n"
+
+
+def _labels(labels):
+    """``{a="x",b="y"}`` in label-name order, as prometheus_client renders vLLM's series."""
+    return "{%s}" % ",".join('%s="%s"' % (key, _escape(str(labels[key]))) for key in sorted(labels))
 
 
 def _num(value):

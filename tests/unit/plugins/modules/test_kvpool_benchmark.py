@@ -115,6 +115,12 @@ def test_guide_sequence_shows_where_hits_came_from(same_seed, capsys, tmp_path):
     with capsys.disabled():
         print('\nmedian TTFT ms (SIMULATED): step1 %.1f, step2 %.1f, step3 %.1f' % tuple(medians))
     assert medians[0] > medians[2] > medians[1], medians
+    # the target instance's own TTFT over each step, from its vllm:time_to_first_token_seconds histogram
+    for sid, target in (('step1', 'instance1'), ('step2', 'instance1'), ('step3', 'instance2')):
+        server = res[sid]['metrics'][target]['server_ttft']
+        assert server['count'] == REQUESTS and server['mean_ms'] > 0, server
+        assert server['p50_ms'] <= server['p90_ms']
+    assert res['step3']['metrics']['instance1']['server_ttft']['count'] == 0
 
     report = bench_report.build_report(res, {'num_requests': REQUESTS, 'concurrency': CONCURRENCY,
                                              'input_tokens': TOKENS}, label='')
@@ -124,6 +130,8 @@ def test_guide_sequence_shows_where_hits_came_from(same_seed, capsys, tmp_path):
                                                       'step3_cross_node_hits', 'ttft_order'}
     markdown = bench_report.render_markdown(report, 'chart.png')
     assert 'REFERENCE (the guide, other hardware' in markdown and 'SIMULATED' in markdown
+    assert all(report['steps'][i]['server_ttft']['count'] == REQUESTS for i in (0, 2, 3))
+    assert 'server TTFT mean / p50 / p90 (ms)' in markdown
     assert bench_report.render_chart(report, str(tmp_path / 'chart.png')) is None
     assert (tmp_path / 'chart.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 

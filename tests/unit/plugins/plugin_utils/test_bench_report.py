@@ -264,3 +264,40 @@ def test_action_plugin_in_check_mode_without_traffic_writes_nothing(tmp_path):
     proc = _play(tmp_path, {'step1': {'check_mode': True, 'msg': 'check mode: would send'}}, check=True)
     assert proc.returncode == 0, proc.stdout
     assert not (tmp_path / 'out').exists()
+
+
+def with_server(run, step, mean, p50=None, p90=None, count=100):
+    target = 'instance2' if step == 'step3' else 'instance1'
+    run[step]['metrics'][target]['server_ttft'] = {'count': count, 'mean_ms': mean, 'p50_ms': p50, 'p90_ms': p90}
+    return run
+
+
+def test_server_ttft_is_shown_next_to_the_clients_and_a_gap_over_10_percent_is_flagged():
+    run = guide_run()
+    # client means are 1.05 x the medians: step1 2362.5, step2 756.0, step3 987.0 ms
+    with_server(run, 'step1', 2250.0, 2200.0, 2900.0)     # +5.0%: not flagged
+    with_server(run, 'step2', 756.0 / 1.14, 600.0, 900.0)  # +14%: flagged (the step-3 figure)
+    report = bench_report.build_report(run, SETTINGS, generated='2026-11-29T18:00:00Z')
+    steps = dict((s['id'], s) for s in report['steps'])
+    assert steps['step1']['ttft_gap'] == 0.05 and steps['step2']['ttft_gap'] == 0.14
+    assert steps['step3']['server_ttft'] is None and steps['step3']['ttft_gap'] is None
+    assert [f['step'] for f in report['ttft_flags']] == ['step2']
+    # a flag is about the measurement, not the pool: the run still passes
+    assert report['ok'] and report['findings'] == []
+    flag = report['ttft_flags'][0]
+    assert flag['client_mean_ms'] == 756.0 and '+14.0%' in flag['message'] and 'instance1' in flag['message']
+    assert any(line.startswith('  FLAG client_server_ttft: TTFT2') for line in report['summary'])
+    assert 'server TTFT mean 2250.0 / p50 2200.0 / p90 2900.0 ms (client +5.0%)' in report['summary'][1]
+    assert 'server TTFT -' in report['summary'][4]
+    markdown = bench_report.render_markdown(report)
+    assert '| 2250.0 / 2200.0 / 2900.0 | +5.0% |' in markdown
+    assert '+14.0% **FLAG**' in markdown and '- FLAG **client_server_ttft**: TTFT2' in markdown
+
+
+def test_a_client_faster_than_the_server_is_flagged_too_and_nonsense_is_ignored():
+    run = with_server(guide_run(), 'step1', 2362.5 * 1.2)
+    with_server(run, 'step3', 'fast', None, None)
+    report = bench_report.build_report(run, SETTINGS)
+    assert [f['step'] for f in report['ttft_flags']] == ['step1'] and report['ttft_flags'][0]['gap'] < -0.1
+    steps = dict((s['id'], s) for s in report['steps'])
+    assert steps['step3']['server_ttft']['mean_ms'] is None and steps['step3']['ttft_gap'] is None
