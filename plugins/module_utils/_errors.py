@@ -30,6 +30,14 @@ class ParseError(KvpoolError, ValueError):
     """Text that is not what the tool prints (empty, garbage, truncated, an error printed with exit code 0)."""
 
 
+def unexpected_message(name, exc, what, inputs):
+    """The message of a failure the collection did not expect, in a module (``what`` 'input') or an action plugin
+    ('arguments'): it names the plugin, the error and what it was given."""
+    return ('ascend.kvpool.%s failed unexpectedly (%s: %s) with the %s %s. The collection does not handle this case '
+            'yet: check the %s named above, and report this message.'
+            % (name, type(exc).__name__, exc, what, inputs, what))
+
+
 def _inputs(module):
     params = getattr(module, 'params', None) or {}
     shown = []
@@ -53,8 +61,5 @@ def guard(module, body, *args, **kwargs):
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except
         name = getattr(module, '_name', None) or 'module'
-        module.fail_json(msg='ascend.kvpool.%s failed unexpectedly (%s: %s) with the input %s. The collection does '
-                             'not handle this case yet: check the input named above, and report this message.'
-                             % (name, type(exc).__name__, exc, _inputs(module)),
-                         exception=traceback.format_exc())
+        module.fail_json(msg=unexpected_message(name, exc, 'input', _inputs(module)), exception=traceback.format_exc())
     return None

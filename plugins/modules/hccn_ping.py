@@ -235,10 +235,7 @@ def main():
 def _run(module):
     """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
-    try:
-        check_params(p)
-    except KvpoolError as exc:
-        module.fail_json(msg=str(exc))
+    check_params(p)  # a KvpoolError fails the task with its message (the guard)
     tool = p['hccn_tool_path'] or module.get_bin_path('hccn_tool', opt_dirs=HCCN_TOOL_DIRS)
     if not tool or not os.access(tool, os.X_OK):
         module.fail_json(msg='hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '

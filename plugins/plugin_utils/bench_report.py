@@ -370,6 +370,7 @@ def render_markdown(report, chart_name=None):
             'p90 (ms) | client vs server mean | TPOT median (ms) | E2E median (ms) | prefix hit rate | external '
             '(pool) hit rate | pool hits own / other segment (tokens) | master keys / used MiB after |',
             '|---|---|---|---|---|---|---|---|---|---|---|---|']
+    flagged = set(f['step'] for f in report.get('ttft_flags') or [])
     for step in report['steps']:
         name = step['guide'] or 'prep (B)'
         if step['status'] != 'ok':
@@ -384,7 +385,7 @@ def render_markdown(report, chart_name=None):
         server = step.get('server_ttft') or {}
         gap = step.get('ttft_gap')
         gap_text = '-' if gap is None else '%+.1f%%' % (100.0 * gap)
-        if gap is not None and abs(gap) > TTFT_GAP_LIMIT:
+        if step['id'] in flagged:
             gap_text += ' **FLAG**'
         row = '| %s | %s | %s/%s | %s / %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |'
         out.append(row % (

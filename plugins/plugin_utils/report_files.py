@@ -17,6 +17,8 @@ import traceback
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import unexpected_message
+
 
 def write_atomic(path, text):
     """Write ``text`` to ``path`` through a temporary file and a rename (a reader never sees half a report);
@@ -77,10 +79,8 @@ class ControllerReportAction(ActionBase):
             raise
         except Exception as exc:  # pylint: disable=broad-except  # the guard of every module, for the actions
             result.update(failed=True, exception=traceback.format_exc(),
-                          msg='ascend.kvpool.%s failed unexpectedly (%s: %s) with the arguments %s. The collection '
-                              'does not handle this case yet: check the arguments named above, and report this '
-                              'message.' % (self._task.action.split('.')[-1], type(exc).__name__, exc,
-                                            ', '.join('%s=%r' % (k, args[k]) for k in sorted(args))))
+                          msg=unexpected_message(self._task.action.split('.')[-1], exc, 'arguments',
+                                                 ', '.join('%s=%r' % (k, args[k]) for k in sorted(args))))
             return result
 
     def report(self, result, args, task_vars):

@@ -44,7 +44,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import (  # noqa: F401 (NAME_RE etc. re-exported)
+from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import (
     API_KEY_ENV, API_KEY_FLAG, ENV_NAME_RE, NAME_RE, drop_api_key_args, format_host_port, probe_host,
 )
 

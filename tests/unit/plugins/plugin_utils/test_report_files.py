@@ -110,3 +110,24 @@ def test_an_unwritable_report_names_the_variable_to_set(monkeypatch, tmp_path):
     task_vars = {'hostvars': {}, 'ansible_play_hosts_all': []}
     with pytest.raises(AnsibleActionFail, match=r'cannot write the report to .*\(set vllm_instance_report_path\)'):
         run_report_action(monkeypatch, vllm_instance_action.ActionModule, {'path': str(blocker / 'r.json')}, task_vars)
+
+
+def test_an_unexpected_error_in_a_report_action_names_the_action_and_its_arguments():
+    from unittest.mock import MagicMock
+
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction
+
+    class Broken(ControllerReportAction):
+        ARGUMENT_SPEC = dict(label=dict(type='str', default=''))
+
+        def report(self, result, args, task_vars):
+            raise ZeroDivisionError('simulated bug')
+
+    task = MagicMock(args={'label': 'lab'}, action='ascend.kvpool.some_report', async_val=0, check_mode=False,
+                     diff=False)
+    action = Broken(task, MagicMock(), MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action.validate_argument_spec = lambda argument_spec: (None, {'label': 'lab'})
+    res = action.run(task_vars={})
+    assert res['failed'] and 'Traceback' in res['exception']
+    assert res['msg'].startswith("ascend.kvpool.some_report failed unexpectedly (ZeroDivisionError: simulated bug) "
+                                 "with the arguments label='lab'")
