@@ -31,14 +31,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import glob
 import hashlib
 import json
 import os
 import re
 import signal
+import stat
 import time
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     cmdline_matches,
     parse_cmdline,
@@ -59,8 +63,9 @@ SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID', 'NRestarts
 ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
 
-class ServiceError(Exception):
-    """A service operation failed; the message is meant for the operator."""
+class ServiceError(KvpoolError):
+    """A service operation failed; the message is meant for the operator (the guard of a module's ``main()``
+    fails the task with it)."""
 
 
 class ServiceSpec(object):
@@ -405,14 +410,15 @@ class SystemdBackend(_Backend):
 
     def apply(self, spec, text, secret, old_text, old_secret, restart):
         if secret is not None:
-            _write(secret_file(spec), secret, 0o600, dir_mode=0o700)
+            _write(secret_file(spec), secret, 0o600, 'secret environment file', dir_mode=0o700,
+                   option='the secrets directory')
         elif old_secret is not None:
             remove_file(secret_file(spec))
         # Enabled the way `systemctl enable` does it for WantedBy= (the link in the target's .wants directory),
         # without the daemon-reload enable runs on its own: one reload per changed unit, none for an unchanged one.
         linked = self.enable_link(spec)
         if text != old_text:
-            _write(self.unit_path(spec), text, 0o644)
+            _write(self.unit_path(spec), text, 0o644, 'unit file')
         if text != old_text or linked:
             self.run([self.systemctl, 'daemon-reload'])
         self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
@@ -438,10 +444,14 @@ class SystemdBackend(_Backend):
         link, target = self.wants_path(spec), self.unit_path(spec)
         if os.path.islink(link) and os.readlink(link) == target:
             return False
-        if not os.path.isdir(os.path.dirname(link)):
-            os.makedirs(os.path.dirname(link), 0o755)
+        _validate.directory(os.path.dirname(link), 'the directory of the unit\'s enable link', create=True,
+                            writable=True, system_ok=True)
         remove_file(link)
-        os.symlink(target, link)
+        try:
+            os.symlink(target, link)
+        except OSError as exc:
+            raise ServiceError('cannot enable %s (link %s): %s' % (target, link, _validate.os_reason(exc, link))) \
+                from exc
         return True
 
     def logs(self, spec, lines):
@@ -661,33 +671,49 @@ def backend_for(module, container=None):
 # --- files (the module runs as root on the node) --------------------------------------------------------------------
 
 def read_text(path):
-    try:
-        with open(path, 'r') as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return None
+    """The text of a small file the engine wrote or reads (a unit, a secret file, ``/proc``), or None when it is
+    missing or cannot be read. Never hangs: only a regular file is read (see ``read_bytes``)."""
+    data = read_bytes(path)
+    return None if data is None else data.decode('utf-8', 'replace')
 
 
-def _write(path, text, mode, dir_mode=0o755):
+def _write(path, text, mode, what, dir_mode=0o755, option=None):
+    """Write ``text`` to ``path`` through a new temporary file (``O_EXCL | O_NOFOLLOW``: a link planted there is
+    never followed) and a rename, which replaces a link at ``path`` instead of writing through it. The directory is
+    checked first (``_validate.directory``: a file in its place, below a file, read-only, a link into /etc) and made
+    when missing; any failure is a ServiceError naming ``what`` and the path, and leaves no temporary file."""
     parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, dir_mode)
+    _validate.directory(parent, option or 'the directory of the %s' % what, create=True, mode=dir_mode, writable=True,
+                        system_ok=option is None)
     tmp = '%s.tmp.%d' % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, text.encode('utf-8'))
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)
-    os.rename(tmp, path)
+        remove_file(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), mode)
+        try:
+            os.write(fd, text.encode('utf-8'))
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except OSError as exc:
+        if os.path.lexists(tmp):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise ServiceError('cannot write the %s %s: %s' % (what, path, _validate.os_reason(exc, path))) from exc
 
 
 def remove_file(path):
+    """Remove one file (a link itself, never what it points to); True when it was there. A file that cannot be
+    removed (read-only filesystem, permission) is a ServiceError naming it: never reported as gone."""
     try:
         os.unlink(path)
         return True
-    except OSError:
-        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return False
+        raise ServiceError('cannot remove %s: %s' % (path, _validate.os_reason(exc, path))) from exc
 
 
 # --- the engine -------------------------------------------------------------------------------------------------------
@@ -711,6 +737,8 @@ class Engine(object):
                 recorded = json.loads(raw)
             except ValueError:
                 recorded = None
+            if not isinstance(recorded, dict):
+                recorded = None  # not a record of the old release (JSON of another kind): not read, not removed
         pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().split('\n')[0])
         if not pid and recorded is None and read_text(record.pid_file) is None:
             return None, False, '', None
@@ -726,7 +754,23 @@ class Engine(object):
         return pid, ok, why, recorded
 
     def convert_legacy(self, record, pid, stop_timeout, interval):
-        """Stop the old process (its session's process group, as the old release did) and remove its files."""
+        """Stop the old process (its session's process group, as the old release did) and remove its files.
+
+        The files' directory is checked first: when they cannot be removed (a read-only filesystem, no permission)
+        this raises ServiceError naming them before any signal, so the old process keeps running instead of being
+        stopped and then found again, unconverted, by every later run."""
+        files = [f for f in [record.pid_file, record.settings_file] + record.other_files if os.path.lexists(f)]
+        for path in files:
+            folder = os.path.dirname(path) or '.'
+            try:
+                readonly = bool(os.statvfs(folder).f_flag & getattr(os, 'ST_RDONLY', 1))
+            except OSError:
+                readonly = False
+            if readonly or not os.access(folder, os.W_OK | os.X_OK):
+                code = errno.EROFS if readonly else errno.EACCES
+                raise ServiceError('the old layout\'s %s cannot be removed: %s; it was left alone, and so was its '
+                                   'process. Fix that, or stop the old process and remove its files yourself, then '
+                                   'run again.' % (path, _validate.os_reason(OSError(code, ''), path)))
         if pid:
             be = self.backend
             fields = stat_fields((be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')) or []
@@ -797,7 +841,10 @@ class Engine(object):
                                  % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
                                     legacy.settings_file), legacy_pid=pid, **result)
         if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
-            self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
+            try:
+                self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
+            except KvpoolError as exc:
+                module.fail_json(msg='%s: %s' % (what, exc), **result)
         stale = bool(pid)
         same = old_text == text and (old_secret or None) == (secret or None)
         action, reason = decide(state, same, status, stale=stale)
@@ -822,7 +869,7 @@ class Engine(object):
                     be.stop(spec)
                     if stale:
                         self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-                except ServiceError as exc:
+                except (KvpoolError, IOError, OSError) as exc:
                     module.fail_json(msg='could not stop %s: %s' % (what, exc), **result)
                 result.update(state='stopped', pid=None)
             module.exit_json(**result)
@@ -861,7 +908,7 @@ class Engine(object):
                                      'process (one started by hand?) or choose another port.'
                                      % (what, spec.port, be.where(spec)), **result)
             be.apply(spec, text, secret, old_text, old_secret, restart=status['state'] in ALIVE_STATES)
-        except (ServiceError, IOError, OSError) as exc:
+        except (KvpoolError, IOError, OSError) as exc:
             module.fail_json(msg='could not start %s (%s): %s' % (what, be.where(spec), exc), **result)
         started = time.monotonic()
         now = be.status(spec)
@@ -911,12 +958,28 @@ class Engine(object):
                                      be.logs_hint(spec), log_lines, tail), **result)
 
 
-def read_bytes(path):
+def read_bytes(path, limit=16 << 20):
+    """The bytes of a regular file (at most ``limit``), or None when it is missing, cannot be read or is not a
+    regular file: a FIFO, a socket or a device at the path is never opened for a blocking read, so nothing hangs."""
     try:
-        with open(path, 'rb') as fh:
-            return fh.read()
-    except (IOError, OSError):
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0) | getattr(os, 'O_NOCTTY', 0))
+    except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b''.join(chunks)[:limit]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _signal(pid, group, signum):

@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import errno
 import ipaddress
+import math
 import os
 import re
 import stat
@@ -69,11 +70,65 @@ def ipv4_address(value, option):
     return text
 
 
-def int_range(value, option, low, high, why=''):
-    """``value`` within [low, high], else a KvpoolError naming the option and the range."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise KvpoolError('%s=%r is out of range %d-%d%s' % (option, value, low, high, (' (%s)' % why) if why else ''))
+def int_range(value, option, low, high=None, why=''):
+    """``value`` within [low, high] (``high`` None: no upper bound), else a KvpoolError naming the option, the
+    value and the range."""
+    bad = value is None or isinstance(value, bool) or not isinstance(value, int)
+    if bad or value < low or (high is not None and value > high):
+        allowed = 'is out of range %d-%d' % (low, high) if high is not None else 'must be at least %d' % low
+        raise KvpoolError('%s=%r %s%s' % (option, value, allowed if not bad else 'is not a whole number',
+                                           (' (%s)' % why) if why else ''))
     return value
+
+
+def number_range(value, option, low=None, high=None, above=None, why=''):
+    """A finite number (int or float, not a bool) at least ``low`` (or strictly above ``above``) and at most
+    ``high``, else a KvpoolError naming the option, the value and the range. NaN and infinity are refused: a
+    timeout of either would never end, or end at once."""
+    bad = value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or \
+        not math.isfinite(value)
+    if bad or (low is not None and value < low) or (above is not None and value <= above) or \
+            (high is not None and value > high):
+        parts = []
+        if above is not None:
+            parts.append('above %s' % _num(above))
+        if low is not None:
+            parts.append('at least %s' % _num(low))
+        if high is not None:
+            parts.append('at most %s' % _num(high))
+        raise KvpoolError('%s=%r must be a finite number %s%s' % (option, value, ' and '.join(parts),
+                                                               (' (%s)' % why) if why else ''))
+    return value
+
+
+def _num(value):
+    return ('%d' % value) if float(value) == int(value) else ('%g' % value)
+
+
+ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+
+
+def environment(value, option):
+    """An environment dict as the process gets it: names as a shell and systemd take them (letters, digits, ``_``,
+    not starting with a digit: never empty, never with ``=``), values as strings, a null value the empty string
+    (never ``"None"``). A NUL byte in a value is refused (no environment can hold it)."""
+    env = {}
+    bad = []
+    for key, item in sorted((value or {}).items(), key=lambda kv: str(kv[0])):
+        name = str(key)
+        if not ENV_NAME.match(name):
+            bad.append(repr(name))
+            continue
+        if isinstance(item, (dict, list)):
+            raise KvpoolError('%s.%s is a %s, not a value: give a string' % (option, name, type(item).__name__))
+        text = '' if item is None else str(item)
+        if '\0' in text:
+            raise KvpoolError('%s.%s holds a NUL byte, which no environment can hold: remove it' % (option, name))
+        env[name] = text
+    if bad:
+        raise KvpoolError('%s: not valid environment variable names: %s (use letters, digits and "_", not starting '
+                          'with a digit; no "=", not empty)' % (option, ', '.join(bad)))
+    return env
 
 
 class FileProblem(KvpoolError):
@@ -120,3 +175,96 @@ def read_text_file(path, limit=1 << 20):
     except UnicodeDecodeError as exc:
         raise FileProblem('%s is not UTF-8 text (byte 0x%02x at offset %d): save it as plain text'
                           % (path, bytearray(data[exc.start:exc.start + 1])[0], exc.start)) from exc
+
+
+# Directories the system owns. A directory that a module writes or removes its own files in must not be one of them
+# or below one, as given or through a symlink (a state_dir linked to /etc would put the collection's files there);
+# the collection's own directory under /etc is the exception.
+SYSTEM_DIRS = ('/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/dev', '/proc', '/sys')
+OWN_SYSTEM_DIRS = ('/etc/ascend-kvpool',)
+
+
+def _under(path, top):
+    return path == top or path.startswith(top.rstrip('/') + '/')
+
+
+def _label(option, path):
+    return ('%s=%s' if re.match(r'^[A-Za-z_][A-Za-z0-9_.]*$', option) else '%s %s') % (option, path)
+
+
+def os_reason(exc, path=None):
+    """Why an OS call on ``path`` failed, in words an operator acts on."""
+    code = getattr(exc, 'errno', None)
+    if code == errno.EROFS:
+        return 'it is on a read-only filesystem (remount it read-write, or choose a directory on a writable one)'
+    if code in (errno.EACCES, errno.EPERM):
+        return 'permission denied (run the task as root: become: true; or fix the mode of %s)' % (
+            os.path.dirname(path) if path else 'its directory')
+    if code == errno.ENOSPC:
+        return 'no space left on its filesystem'
+    if code == errno.ENOTDIR:
+        return 'a part of the path is a file, not a directory'
+    return getattr(exc, 'strerror', None) or str(exc)
+
+
+def _file_above(path):
+    """The nearest ancestor of ``path`` that exists and is not a directory, or None."""
+    parent = os.path.dirname(path)
+    while parent and parent != os.path.dirname(parent):
+        if os.path.lexists(parent):
+            return None if os.path.isdir(parent) else parent
+        parent = os.path.dirname(parent)
+    return None
+
+
+def directory(path, option, create=False, mode=0o755, writable=False, system_ok=False,
+              example='/var/lib/ascend-kvpool'):
+    """A directory a module keeps its own files in, checked before anything is written or removed there.
+
+    ``option`` names it in the messages (an option name, or words such as ``the secrets directory``). Refused with
+    a :class:`KvpoolError` that names it and the path: a relative path; a path that resolves (as given or through a
+    symlink) to ``/`` or into a system directory (``SYSTEM_DIRS``, unless ``system_ok``); a path that exists and is
+    not a directory, or lies below a file; with ``create``, one that cannot be made (read-only filesystem,
+    permission); with ``writable``, an existing one on a read-only filesystem or that cannot be written. Returns
+    the path as given. A missing directory is fine without ``create`` (nothing of the module's is there).
+    """
+    text = '' if path is None else str(path)
+    name = _label(option, text)
+    if not os.path.isabs(text):
+        raise KvpoolError('%s is not an absolute path: give the full path, for example %s' % (name, example))
+    real = os.path.realpath(text)
+    if not system_ok and (real == '/' or (any(_under(real, d) for d in SYSTEM_DIRS)
+                                          and not any(_under(real, d) for d in OWN_SYSTEM_DIRS))):
+        how = 'is' if real == os.path.normpath(text) else 'leads through a symlink to %s,' % real
+        raise KvpoolError('%s %s a system directory: the module writes or removes its own files there, so it must '
+                          'be a directory of its own (for example %s), not one of the system\'s nor a link into one'
+                          % (name, how, example))
+    try:
+        info = os.stat(text)
+    except OSError as exc:
+        info = None
+        if exc.errno == errno.ENOTDIR:
+            above = _file_above(text)
+            raise KvpoolError('%s is below %s, which is a file, not a directory: remove that file or choose another '
+                              'directory' % (name, above or 'a file')) from exc
+        if exc.errno != errno.ENOENT:
+            raise KvpoolError('%s cannot be used: %s' % (name, os_reason(exc, text))) from exc
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        what = 'a file' if stat.S_ISREG(info.st_mode) else 'a FIFO, socket or device node'
+        raise KvpoolError('%s is %s, not a directory: remove it or choose another directory' % (name, what))
+    if info is None and create:
+        try:
+            os.makedirs(text, mode)
+        except OSError as exc:
+            if exc.errno != errno.EEXIST or not os.path.isdir(text):
+                raise KvpoolError('%s cannot be created: %s' % (name, os_reason(exc, text))) from exc
+    elif info is not None and writable:
+        try:
+            readonly = bool(os.statvfs(text).f_flag & getattr(os, 'ST_RDONLY', 1))
+        except OSError:
+            readonly = False
+        if readonly:
+            raise KvpoolError('%s cannot be written: %s' % (name, os_reason(OSError(errno.EROFS, 'read-only'), text)))
+        if not os.access(text, os.W_OK | os.X_OK):
+            raise KvpoolError('%s cannot be written: %s' % (name, os_reason(OSError(errno.EACCES, 'denied'), text)))
+    return text

@@ -119,6 +119,8 @@ options:
     description:
       - Extra environment of the master process (for example C(LD_LIBRARY_PATH) for a source build).
       - Part of the effective settings, so a change restarts the master.
+      - Names are letters, digits and C(_), not starting with a digit (no C(=), not empty); a null value is the
+        empty string.
     type: dict
     default: {}
   binary:
@@ -131,6 +133,8 @@ options:
     description:
       - Directory of the layout before the units (C(mooncake_master.pid), C(settings.json)), looked at only to
         convert a master started by an earlier release (see the notes). Nothing is written there any more.
+      - An absolute path, not a file nor below one, and never a system directory (C(/etc), C(/usr) and the like),
+        as given or through a symlink (the conversion removes the old files there).
     type: path
     default: /var/lib/ascend-kvpool/mooncake_master
   ready_timeout:
@@ -283,7 +287,8 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
@@ -305,6 +310,37 @@ def explain(log):
     errors = _mooncake.log_errors(log)
     hint = _mooncake.unknown_flag_hint(log)
     return '; '.join(([errors[-1]] if errors else []) + ([hint] if hint else []))
+
+
+def check_params(module):
+    """Everything the argument spec cannot say, in one place; returns the environment (null values as empty
+    strings). Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task
+    with it)."""
+    p = module.params
+    for name in ('port', 'metrics_port'):
+        _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
+    if p['port'] == p['metrics_port']:
+        raise KvpoolError('port and metrics_port are both %d; give them different ports' % p['port'])
+    for name in ('eviction_high_watermark_ratio', 'eviction_ratio'):
+        _validate.number_range(p[name], name, low=0, high=1, why='a ratio between 0 and 1')
+    for name in ('max_threads', 'client_ttl', 'default_kv_lease_ttl'):
+        if p[name] is not None:
+            _validate.int_range(p[name], name, 1, None, 'omit it for the master\'s default')
+    try:
+        _mooncake.parse_mooncake_version(p['mooncake_version'])
+    except ValueError as exc:
+        raise KvpoolError('mooncake_version: %s' % exc) from exc
+    if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
+        raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
+    for key in ('ready_timeout', 'poll_interval', 'stop_timeout'):
+        _validate.number_range(p[key], key, above=0, why='seconds')
+    _validate.int_range(p['log_lines'], 'log_lines', 0, 100000)
+    _validate.int_range(p['restart_limit_burst'], 'restart_limit_burst', 1, None, 'starts in restart_limit_interval')
+    _validate.int_range(p['restart_limit_interval'], 'restart_limit_interval', 1, None, 'seconds')
+    env = _validate.environment(p['env'], 'env')
+    # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
+    _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/mooncake_master')
+    return env
 
 
 def main():
@@ -341,28 +377,13 @@ def main():
         required_if=[('enable_ha', True, ('etcd_endpoints', 'rpc_address'))],
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
-    for name in ('port', 'metrics_port'):
-        if not 1 <= p[name] <= 65535:
-            module.fail_json(msg='%s must be a TCP port 1-65535, got %d' % (name, p[name]))
-    if p['port'] == p['metrics_port']:
-        module.fail_json(msg='port and metrics_port are both %d; give them different ports' % p['port'])
-    for name in ('eviction_high_watermark_ratio', 'eviction_ratio'):
-        if not 0.0 <= p[name] <= 1.0:
-            module.fail_json(msg='%s must be between 0 and 1, got %s' % (name, p[name]))
-    for name in ('max_threads', 'client_ttl', 'default_kv_lease_ttl'):
-        if p[name] is not None and p[name] < 1:
-            module.fail_json(msg='%s must be at least 1 when set, got %d' % (name, p[name]))
-    try:
-        _mooncake.parse_mooncake_version(p['mooncake_version'])
-    except ValueError as exc:
-        module.fail_json(msg='mooncake_version: %s' % exc)
-    if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
-        module.fail_json(msg='enable_ha needs at least one etcd endpoint in etcd_endpoints')
-    if p['poll_interval'] <= 0 or p['ready_timeout'] <= 0:
-        module.fail_json(msg='poll_interval and ready_timeout must be positive')
-    if p['restart_limit_burst'] < 1 or p['restart_limit_interval'] < 1:
-        module.fail_json(msg='restart_limit_burst and restart_limit_interval must be at least 1')
+    env = check_params(module)
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
     host = p['health_host'] or _mooncake.probe_host(p['rpc_address'])
@@ -384,7 +405,6 @@ def main():
                                  % (p['binary'], ', '.join(BINARY_DIRS)), **result)
         argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'],
                                            p['mooncake_version'])
-    env = dict((str(k), str(v)) for k, v in (p['env'] or {}).items())
     result['argv'] = argv
     try:
         spec = ServiceSpec(UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],

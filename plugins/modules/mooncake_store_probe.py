@@ -63,11 +63,16 @@ options:
     type: path
     default: /etc/ascend-kvpool/mooncake.json
   size_bytes:
-    description: Size of the random object written by O(mode=put).
+    description:
+      - Size of the random object written by O(mode=put), 1 to 1073741824 (1 GiB).
+      - The probe only has to prove that a put on one node and a get on the others cross the pool, which the
+        default 1 MiB does; the writer registers twice the object's size and every reader as much, so the bound
+        keeps a typo (C("1e12") is 10^12 bytes) from exhausting a node's memory.
     type: int
     default: 1048576
   expected_sha256:
-    description: sha256 the object must have on O(mode=get) (the writer's RV(sha256)). Unset only reads it.
+    description: sha256 (64 hex digits) the object must have on O(mode=get) (the writer's RV(sha256)). Unset only
+      reads it.
     type: str
   local_hostname:
     description:
@@ -108,7 +113,11 @@ options:
         vllm-ascend container), on the host network, instead of transient systemd units on the host.
     type: str
   state_dir:
-    description: Directory for the clients' result files (on the host; mounted at the same path in O(container)).
+    description:
+      - Directory for the clients' result files (on the host; mounted at the same path in O(container)); made when
+        missing.
+      - An absolute, writable directory of its own, not a file nor below one, and never a system directory
+        (C(/etc), C(/usr) and the like), as given or through a symlink.
     type: path
     default: /var/lib/ascend-kvpool/probe
   poll_interval:
@@ -191,12 +200,12 @@ logs:
 
 import hashlib
 import json
-import os
 import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import tcp_open, wait_until
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
@@ -314,11 +323,14 @@ def figures(res, size):
 
 
 def load_config(module, path, who):
-    raw = read_bytes(path)
-    if raw is None:
-        module.fail_json(msg='%s: %s not found; write it first (role ascend.kvpool.mooncake_config)' % (who, path))
     try:
-        cfg = json.loads(raw.decode('utf-8', 'replace'))
+        raw = _validate.read_text_file(path)  # a FIFO or a device at the path is refused, never read: no hang
+    except _validate.FileProblem as exc:
+        if exc.missing:
+            module.fail_json(msg='%s: %s not found; write it first (role ascend.kvpool.mooncake_config)' % (who, path))
+        module.fail_json(msg='%s: config_path: %s' % (who, exc))
+    try:
+        cfg = json.loads(raw)
     except ValueError as exc:
         module.fail_json(msg='%s: %s is not valid JSON: %s' % (who, path, exc))
     if not isinstance(cfg, dict) or not cfg.get('master_server_address'):
@@ -416,6 +428,35 @@ def read(module, backend, python, args, base, address, who, result):
     module.exit_json(**result)
 
 
+# The probe object only has to prove that a put on one node and a get on another cross the pool; 1 MiB (the
+# default) does that. A larger one costs the writer twice its size in registered memory (its segment) and every
+# reader as much in its buffer, so the bound keeps a typo ("1e12" is 10^12 bytes) from ending in the client's
+# MemoryError (std::bad_alloc) or in a node out of memory.
+MAX_SIZE_BYTES = 1 << 30
+SHA256_RE = re.compile(r'^[0-9A-Fa-f]{64}$')
+
+
+def check_params(module):
+    """Everything the argument spec cannot say, in one place. Raises KvpoolError naming the option, the value and
+    the fix (the guard of ``main()`` fails the task with it)."""
+    p = module.params
+    if not p['key']:
+        raise KvpoolError('key is empty: give the probe object a key, a fresh one per probe (for example '
+                          'kvpool-probe-<timestamp>)')
+    _validate.int_range(p['size_bytes'], 'size_bytes', 1, MAX_SIZE_BYTES,
+                        'bytes of the probe object, at most 1 GiB: it only has to prove a put and a get across the '
+                        'nodes; the default 1048576 does')
+    if p['expected_sha256'] and not SHA256_RE.match(p['expected_sha256']):
+        raise KvpoolError('expected_sha256=%r is not a sha256 (64 hex digits): pass the writer\'s sha256 result'
+                          % p['expected_sha256'])
+    for key in ('timeout', 'hold_seconds', 'master_connect_timeout', 'poll_interval'):
+        _validate.number_range(p[key], key, above=0, why='seconds')
+    if not module.check_mode:
+        # The clients' result files go there (written by the clients, removed by the module).
+        _validate.directory(p['state_dir'], 'state_dir', create=p['mode'] != 'remove', writable=True,
+                            example='/var/lib/ascend-kvpool/probe')
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -439,10 +480,14 @@ def main():
         required_if=[('mode', 'put', ('local_hostname',)), ('mode', 'get', ('local_hostname',))],
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
     who = p['node_name'] or p['local_hostname'] or 'this node'
-    if p['size_bytes'] < 1:
-        module.fail_json(msg='size_bytes must be at least 1, got %d' % p['size_bytes'])
+    check_params(module)
     base = '%s/%s' % (p['state_dir'].rstrip('/'), safe_name(p['key']))
     result_path, stop_path = base + '.result', base + '.stop'
     holder = unit_for(p['key'], 'put')
@@ -484,8 +529,6 @@ def main():
         'master_server_address': address, 'global_segment_size': seg, 'local_buffer_size': buf,
     }
     check_master(module, address, who)
-    if not os.path.isdir(p['state_dir']):
-        os.makedirs(p['state_dir'], 0o755)
 
     if p['mode'] == 'get':
         read(module, backend, python, args, base + '.get', address, who, result)

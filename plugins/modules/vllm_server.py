@@ -67,11 +67,11 @@ options:
     description: C(--dtype) (the guide uses C(bfloat16)).
     type: str
   max_model_len:
-    description: C(--max-model-len).
+    description: C(--max-model-len), at least 1. Unset leaves vLLM's default (the model's).
     type: int
   tensor_parallel_size:
     description:
-      - C(--tensor-parallel-size). When O(visible_devices) is given it must match their number.
+      - C(--tensor-parallel-size), at least 1. When O(visible_devices) is given it must match their number.
     type: int
   host:
     description: C(--host), the address the API server binds to.
@@ -80,7 +80,7 @@ options:
     description: C(--port) of the API server. Required unless O(state=stopped).
     type: int
   max_num_batched_tokens:
-    description: C(--max-num-batched-tokens).
+    description: C(--max-num-batched-tokens), at least 1.
     type: int
   gpu_memory_utilization:
     description: C(--gpu-memory-utilization), the share of NPU memory vLLM may use (0 to 1).
@@ -100,6 +100,8 @@ options:
       - Environment of the process (for example C(MOONCAKE_CONFIG_PATH), C(PYTHONHASHSEED), C(VLLM_HOST_IP)).
       - Part of the fingerprint; a change restarts the instance.
       - Not C(VLLM_API_KEY) (use O(api_key)).
+      - Names are letters, digits and C(_), not starting with a digit (no C(=), not empty); a null value is the
+        empty string.
     type: dict
     default: {}
   api_key:
@@ -115,8 +117,11 @@ options:
     description:
       - NPU ids the instance may use, set as C(ASCEND_RT_VISIBLE_DEVICES). Their number must equal
         O(tensor_parallel_size) when that is set.
+      - Ids of this node's NPUs, each once, 0-15 (0-7 on an Atlas A2 with 8 NPUs, 0-15 on an A3 with 16 dies). An
+        empty list is refused (it would hide every NPU); unset lets the instance see them all.
     type: list
     elements: int
+    choices: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
   path_prepend:
     description:
       - Variables whose value is prepended (colon-separated) to the value the process would inherit. The guide
@@ -135,6 +140,8 @@ options:
     description:
       - Directory of the layout before the units (C(<name>/vllm.pid), C(<name>/settings.json)), looked at only to
         convert instances started by an earlier release (see the notes). Nothing is written there any more.
+      - An absolute path, not a file nor below one, and never a system directory (C(/etc), C(/usr) and the like),
+        as given or through a symlink (the conversion removes the old files there).
     type: path
     default: /var/lib/ascend-kvpool/vllm
   stop_unlisted:
@@ -335,7 +342,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
@@ -383,8 +391,9 @@ def legacy_record(state_dir, name):
 def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval):
     """Stop every instance unit of this collection (and every old-layout instance) not named in ``keep``."""
     names = set(n[len(UNIT_PREFIX):] for n in engine.backend.list_units(UNIT_PREFIX))
-    names.update(os.path.basename(os.path.dirname(f))
-                 for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
+    # Old-layout directories whose name cannot be an instance's (and so a unit's) are not the old release's.
+    old = (os.path.basename(os.path.dirname(f)) for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
+    names.update(n for n in old if _vllm.NAME_RE.match(n))
     stopped = []
     for other in sorted(names - set(keep)):
         spec = ServiceSpec(unit_name(other), '', ['/bin/true'], stop_timeout=stop_timeout)
@@ -396,6 +405,71 @@ def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval):
             module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
                              stopped_unlisted=stopped)
     return stopped
+
+
+MAX_DEVICE_ID = 15  # NPU ids of one node: 0-7 on an Atlas A2 (8 NPUs), 0-15 on an A3 (16 dies), as hccn_tool -i takes
+
+
+def check_params(module):
+    """Everything the argument spec cannot say, in one place. Returns the environment (``env`` with null values as
+    empty strings and ``ASCEND_RT_VISIBLE_DEVICES`` from ``visible_devices``) and the ``path_prepend`` lists.
+    Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task with it)."""
+    p = module.params
+    if not _vllm.NAME_RE.match(p['name']):
+        raise KvpoolError('name=%r must be letters, digits, ".", "_" or "-" (it names the unit), at most 63'
+                          % p['name'])
+    if p['port'] is not None:
+        _validate.int_range(p['port'], 'port', 1, 65535, 'a TCP port')
+    for key in ('tensor_parallel_size', 'max_model_len', 'max_num_batched_tokens'):
+        if p[key] is not None:
+            _validate.int_range(p[key], key, 1, None, 'omit it for vLLM\'s default')
+    if p['gpu_memory_utilization'] is not None:
+        _validate.number_range(p['gpu_memory_utilization'], 'gpu_memory_utilization', above=0, high=1,
+                               why='the share of NPU memory vLLM may use, for example 0.9')
+    for key in ('ready_timeout', 'poll_interval', 'stop_timeout'):
+        _validate.number_range(p[key], key, above=0, why='seconds')
+    _validate.int_range(p['log_lines'], 'log_lines', 0, 100000)
+    _validate.int_range(p['restart_limit_burst'], 'restart_limit_burst', 1, None, 'starts in restart_limit_interval')
+    _validate.int_range(p['restart_limit_interval'], 'restart_limit_interval', 1, None, 'seconds')
+    env = _validate.environment(p['env'], 'env')
+    bad_names = [k for k in (p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(str(k))]
+    if bad_names:
+        raise KvpoolError('path_prepend: not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
+    misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
+    if misplaced:
+        # Mask the key wherever fail_json would echo it (the task's invocation holds extra_args as given).
+        module.no_log_values.update(_vllm.api_key_values(p['extra_args']))
+        if env.get(_vllm.API_KEY_ENV):
+            module.no_log_values.add(env[_vllm.API_KEY_ENV])
+        raise KvpoolError('set the API key with api_key (kept out of the command line, the unit file and the '
+                          'output), not %s' % ' or '.join(misplaced))
+    if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:
+        raise KvpoolError('name %s must be one of stop_unlisted (the instances that stay), got %s'
+                          % (p['name'], ', '.join(p['stop_unlisted']) or 'an empty list'))
+    path_prepend = {}
+    for key, value in sorted((p['path_prepend'] or {}).items()):
+        items = value if isinstance(value, list) else [value]
+        items = [str(i) for i in items if i not in (None, '')]
+        if items:
+            path_prepend[key] = items
+    devices = p['visible_devices']
+    if devices is not None:
+        # Each id is 0-MAX_DEVICE_ID already (the argument spec's choices).
+        if not devices:
+            raise KvpoolError('visible_devices is an empty list, which hides every NPU from the instance: list its '
+                              'NPU ids (for example [0, 1, 2, 3]), or omit it to let it see all of them')
+        twice = sorted(set(d for d in devices if devices.count(d) > 1))
+        if twice:
+            raise KvpoolError('visible_devices=%s lists NPU %s more than once: list each NPU of the instance once'
+                              % (devices, ', '.join(str(d) for d in twice)))
+        if p['tensor_parallel_size'] and p['tensor_parallel_size'] != len(devices):
+            raise KvpoolError('tensor_parallel_size %d does not match the %d visible device(s) %s; vLLM would fail '
+                              'at start: give as many visible_devices as tensor_parallel_size'
+                              % (p['tensor_parallel_size'], len(devices), devices))
+        env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
+    # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
+    _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/vllm')
+    return env, path_prepend
 
 
 def main():
@@ -415,7 +489,7 @@ def main():
             kv_transfer_config=dict(type='dict'),
             extra_args=dict(type='list', elements='str', default=[]),
             env=dict(type='dict', default={}),
-            visible_devices=dict(type='list', elements='int'),
+            visible_devices=dict(type='list', elements='int', choices=list(range(MAX_DEVICE_ID + 1))),
             path_prepend=dict(type='dict', default={}),
             binary=dict(type='str', default='vllm'),
             container=dict(type='str'),
@@ -434,45 +508,14 @@ def main():
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
     )
+    _errors.guard(module, _run, module)
+
+
+def _run(module):
+    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
-    if not _vllm.NAME_RE.match(p['name']):
-        module.fail_json(msg='name %r must be letters, digits, ".", "_" or "-" (it names the unit)' % p['name'])
-    if p['port'] is not None and not 1 <= p['port'] <= 65535:
-        module.fail_json(msg='port must be a TCP port 1-65535, got %d' % p['port'])
-    if p['gpu_memory_utilization'] is not None and not 0 < p['gpu_memory_utilization'] <= 1:
-        module.fail_json(msg='gpu_memory_utilization must be in (0, 1], got %s' % p['gpu_memory_utilization'])
-    if p['poll_interval'] <= 0 or p['ready_timeout'] <= 0:
-        module.fail_json(msg='poll_interval and ready_timeout must be positive')
-    if p['restart_limit_burst'] < 1 or p['restart_limit_interval'] < 1:
-        module.fail_json(msg='restart_limit_burst and restart_limit_interval must be at least 1')
-    env = dict((str(k), '' if v is None else str(v)) for k, v in (p['env'] or {}).items())
-    bad_names = [k for k in list(env) + list(p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(k)]
-    if bad_names:
-        module.fail_json(msg='not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
-    misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
-    if misplaced:
-        # Mask the key wherever fail_json would echo it (the task's invocation holds extra_args as given).
-        module.no_log_values.update(_vllm.api_key_values(p['extra_args']))
-        if _vllm.API_KEY_ENV in env and env[_vllm.API_KEY_ENV]:
-            module.no_log_values.add(env[_vllm.API_KEY_ENV])
-        module.fail_json(msg='set the API key with api_key (kept out of the command line, the unit file and the '
-                             'output), not %s' % ' or '.join(misplaced))
-    if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:
-        module.fail_json(msg='name %s must be one of stop_unlisted (the instances that stay), got %s'
-                             % (p['name'], ', '.join(p['stop_unlisted']) or 'an empty list'))
+    env, path_prepend = check_params(module)
     api_key = p['api_key'] or None
-    path_prepend = {}
-    for key, value in sorted((p['path_prepend'] or {}).items()):
-        items = value if isinstance(value, list) else [value]
-        items = [str(i) for i in items if i not in (None, '')]
-        if items:
-            path_prepend[key] = items
-    if p['visible_devices'] is not None:
-        if p['tensor_parallel_size'] and p['tensor_parallel_size'] != len(p['visible_devices']):
-            module.fail_json(msg='tensor_parallel_size %d does not match the %d visible device(s) %s; vLLM would fail '
-                                 'at start' % (p['tensor_parallel_size'], len(p['visible_devices']),
-                                               p['visible_devices']))
-        env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in p['visible_devices'])
 
     state_dir = p['state_dir'].rstrip('/') or ''
     host = p['health_host'] or _vllm.probe_host(p['host'])

@@ -162,7 +162,7 @@ def vllm(capsys, **args):
     ({'env': {'BAD-NAME': '1'}}, 'not valid environment variable names'),
     ({'binary': 'no-such-vllm'}, 'no-such-vllm not found on the host'),
     ({'binary': '/nonexistent/bin/vllm'}, '/nonexistent/bin/vllm not found on the host'),
-    ({'restart_limit_burst': 0}, 'restart_limit_burst and restart_limit_interval must be at least 1'),
+    ({'restart_limit_burst': 0}, 'restart_limit_burst=0 must be at least 1'),
 ])
 def test_bad_parameters_fail_before_any_unit_is_written(manager, capsys, args, needle):
     res = vllm(capsys, **args)
