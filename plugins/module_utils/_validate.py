@@ -76,8 +76,8 @@ def int_range(value, option, low, high=None, why=''):
     bad = value is None or isinstance(value, bool) or not isinstance(value, int)
     if bad or value < low or (high is not None and value > high):
         allowed = 'is out of range %d-%d' % (low, high) if high is not None else 'must be at least %d' % low
-        raise KvpoolError('%s=%r %s%s' % (option, value, allowed if not bad else 'is not a whole number',
-                                           (' (%s)' % why) if why else ''))
+        note = (' (%s)' % why) if why else ''
+        raise KvpoolError('%s=%r %s%s' % (option, value, allowed if not bad else 'is not a whole number', note))
     return value
 
 
@@ -96,8 +96,8 @@ def number_range(value, option, low=None, high=None, above=None, why=''):
             parts.append('at least %s' % _num(low))
         if high is not None:
             parts.append('at most %s' % _num(high))
-        raise KvpoolError('%s=%r must be a finite number %s%s' % (option, value, ' and '.join(parts),
-                                                               (' (%s)' % why) if why else ''))
+        note = (' (%s)' % why) if why else ''
+        raise KvpoolError('%s=%r must be a finite number %s%s' % (option, value, ' and '.join(parts), note))
     return value
 
 

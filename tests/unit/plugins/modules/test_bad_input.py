@@ -168,7 +168,15 @@ def test_path_components_that_are_fine(value):
     assert _validate.path_component(value, 'name') == value
 
 
-@pytest.mark.parametrize('name', ['hccn_facts', 'hccn_ping', 'npu_smi_facts', 'preflight_facts'])
+GUARD_PARAMS = {
+    'hccn_ping': {'targets': [{'device': 0, 'address': '10.0.0.1'}]},
+    'vllm_server': {'name': 'i1', 'model': '/m', 'port': 8002, 'api_key': 'sk-guarded'},
+    'mooncake_store_probe': {'mode': 'put', 'key': 'k1', 'local_hostname': '10.0.0.1'},
+}
+
+
+@pytest.mark.parametrize('name', ['hccn_facts', 'hccn_ping', 'npu_smi_facts', 'preflight_facts', 'vllm_server',
+                                  'mooncake_master', 'mooncake_store_probe'])
 def test_every_module_runs_under_the_guard(capsys, monkeypatch, name):
     import importlib
     mod = importlib.import_module('ansible_collections.ascend.kvpool.plugins.modules.%s' % name)
@@ -177,10 +185,13 @@ def test_every_module_runs_under_the_guard(capsys, monkeypatch, name):
         raise ZeroDivisionError('simulated bug')
 
     monkeypatch.setattr(mod, '_run', explode)
-    params = {'targets': [{'device': 0, 'address': '10.0.0.1'}]} if name == 'hccn_ping' else {}
+    params = GUARD_PARAMS.get(name, {})
     res = run_module(capsys, mod.main, dict(params, _ansible_module_name=name))
     assert res['failed'] and res['msg'].startswith('ascend.kvpool.%s failed unexpectedly (ZeroDivisionError' % name)
-    assert 'Traceback' not in res['msg']
+    assert 'Traceback' not in res['msg'] and 'sk-guarded' not in json.dumps(res)
+    for key, value in sorted(params.items()):  # the input is named (a no_log value masked)
+        if key != 'api_key' and not isinstance(value, list):
+            assert '%s=%r' % (key, value) in res['msg'], (key, res['msg'])
 
 
 def _report_play(tmp_path, status):

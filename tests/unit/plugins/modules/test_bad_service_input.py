@@ -1,0 +1,467 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bad input to the service modules (vllm_server, mooncake_master, mooncake_store_probe) and to their engine
+(module_utils/_service.py), as an operator with a typo or a broken node gives it: a clear failure that names the
+option (or directory) and the value, before anything is written, started or removed; never a traceback, a hang, a
+wrong success or a file outside the module's own directories (docs/bad-input.md lists them).
+
+Runs on localhost, without systemd: the modules run over the in-memory service manager of
+test_service_modules.py, the engine's systemd backend over a recorded systemctl with its unit and secrets
+directories under tmp. A read-only filesystem is SIMULATED (``os.statvfs`` reports ``ST_RDONLY``, ``mkdir`` fails
+with EROFS): the tests run as root, and root can write anywhere else.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import json
+import os
+import sys
+import threading
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, mooncake_store_probe, vllm_server
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
+
+
+class Manager(svc.Manager):
+    """The in-memory service manager of test_service_modules, which lists no other unit of the collection."""
+
+    def list_units(self, prefix):
+        return []
+
+    # The old layout's processes: every recorded pid is gone here; a signal would be recorded (and never is).
+    def proc_read(self, pid, name):
+        return None
+
+    def boot_time(self):
+        return 0
+
+    def signal(self, pid, group, signum):
+        self.calls.append('signal %s' % pid)
+
+    def gone(self, pid, group):
+        return True
+
+
+@pytest.fixture
+def mgr(monkeypatch, tmp_path):
+    """The in-memory service manager, for both service modules; records whether anything was started."""
+    fake = Manager()
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: fake)
+    binary = tmp_path / 'mooncake_master'
+    binary.write_text('#!/bin/sh\n')
+    binary.chmod(0o755)
+    fake.tmp = tmp_path
+    return fake
+
+
+def vllm(capsys, **args):
+    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                  port=free_port(), binary=sys.executable, state_dir='/nonexistent/state', wait=False,
+                  poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return svc.run(vllm_server, capsys, **params)
+
+
+def master(fake, capsys, **args):
+    params = dict(binary=str(fake.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
+                  state_dir='/nonexistent/state', ready_timeout=1, poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return svc.run(mooncake_master, capsys, **params)
+
+
+def simulate_read_only(monkeypatch, top):
+    """SIMULATED: the filesystem under ``top`` is mounted read-only (statvfs says so, mkdir and unlink fail)."""
+    real_statvfs, real_makedirs, real_unlink = os.statvfs, os.makedirs, os.unlink
+    top = str(top)
+
+    class ReadOnly(object):
+        def __init__(self, res):
+            self.f_flag = res.f_flag | os.ST_RDONLY
+
+    def statvfs(path):
+        res = real_statvfs(path)
+        return ReadOnly(res) if str(path).startswith(top) else res
+
+    def makedirs(path, *a, **kw):
+        if str(path).startswith(top):
+            raise OSError(errno.EROFS, 'Read-only file system', str(path))
+        return real_makedirs(path, *a, **kw)
+
+    def unlink(path, *a, **kw):
+        if str(path).startswith(top):
+            raise OSError(errno.EROFS, 'Read-only file system', str(path))
+        return real_unlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, 'statvfs', statvfs)
+    monkeypatch.setattr(os, 'makedirs', makedirs)
+    monkeypatch.setattr(os, 'unlink', unlink)
+
+
+# --- vllm_server arguments ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize('args, expected', [
+    ({'visible_devices': [16]}, 'value of visible_devices must be one or more of: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, '
+                                '11, 12, 13, 14, 15. Got no match for: 16'),
+    ({'visible_devices': [0, -1]}, 'Got no match for: -1'),
+    ({'visible_devices': []}, 'visible_devices is an empty list, which hides every NPU from the instance'),
+    ({'visible_devices': [2, 3, 2]}, 'visible_devices=[2, 3, 2] lists NPU 2 more than once'),
+    ({'tensor_parallel_size': -2}, 'tensor_parallel_size=-2 must be at least 1'),
+    ({'tensor_parallel_size': 0}, 'tensor_parallel_size=0 must be at least 1'),
+    ({'max_model_len': 0}, 'max_model_len=0 must be at least 1'),
+    ({'max_model_len': -25600}, 'max_model_len=-25600 must be at least 1'),
+    ({'max_num_batched_tokens': 0}, 'max_num_batched_tokens=0 must be at least 1'),
+    ({'gpu_memory_utilization': 0}, 'gpu_memory_utilization=0.0 must be a finite number above 0 and at most 1'),
+    ({'ready_timeout': 'nan'}, 'ready_timeout=nan must be a finite number above 0 (seconds)'),
+    ({'poll_interval': 0}, 'poll_interval=0.0 must be a finite number above 0'),
+    ({'stop_timeout': -1}, 'stop_timeout=-1.0 must be a finite number above 0'),
+    ({'port': 0}, 'port=0 is out of range 1-65535 (a TCP port)'),
+    ({'env': {'A=B': '1'}}, "env: not valid environment variable names: 'A=B'"),
+    ({'env': {'': '1'}}, "env: not valid environment variable names: ''"),
+    ({'env': {'X': {'nested': 1}}}, 'env.X is a dict, not a value: give a string'),
+    ({'path_prepend': {'LD-PATH': ['/x']}}, 'path_prepend: not valid environment variable names: LD-PATH'),
+])
+def test_vllm_server_arguments_out_of_range_fail_naming_the_option_and_value(mgr, capsys, args, expected):
+    res = vllm(capsys, **args)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert 'Traceback' not in res['msg'] and mgr.calls == [] and mgr.text is None
+
+
+def test_an_environment_value_of_null_is_empty_never_none(mgr, capsys):
+    res = vllm(capsys, env={'EMPTY': None, 'PYTHONHASHSEED': 0})
+    assert res['changed'], res.get('msg')
+    assert res['env']['EMPTY'] == '' and res['env']['PYTHONHASHSEED'] == '0'
+    assert 'Environment="EMPTY="' in mgr.text and 'None' not in mgr.text
+
+
+def test_the_visible_devices_of_an_a3_node_are_accepted(mgr, capsys):
+    res = vllm(capsys, visible_devices=[12, 13, 14, 15], tensor_parallel_size=4)
+    assert res['changed'] and res['env']['ASCEND_RT_VISIBLE_DEVICES'] == '12,13,14,15', res.get('msg')
+
+
+# --- mooncake_master arguments -----------------------------------------------------------------------------------
+@pytest.mark.parametrize('args, expected', [
+    ({'env': {'LD_LIBRARY_PATH': None}}, None),
+    ({'env': {'A=B': '1'}}, "env: not valid environment variable names: 'A=B'"),
+    ({'env': {'': 'x'}}, "env: not valid environment variable names: ''"),
+    ({'eviction_ratio': 'nan'}, 'eviction_ratio=nan must be a finite number at least 0 and at most 1'),
+    ({'max_threads': 0}, 'max_threads=0 must be at least 1'),
+    ({'ready_timeout': 0}, 'ready_timeout=0.0 must be a finite number above 0 (seconds)'),
+    ({'stop_timeout': 'inf'}, 'stop_timeout=inf must be a finite number above 0'),
+    ({'restart_limit_interval': 0}, 'restart_limit_interval=0 must be at least 1 (seconds)'),
+    ({'metrics_port': 70000}, 'metrics_port=70000 is out of range 1-65535 (a TCP port)'),
+])
+def test_mooncake_master_arguments(mgr, capsys, args, expected):
+    res = master(mgr, capsys, check=True, diff=True, **args)
+    if expected is None:  # a null value is the empty string in the unit, never "None"
+        assert res['changed'] and 'Environment="LD_LIBRARY_PATH="' in res['diff']['after'], res.get('msg')
+        assert 'None' not in res['diff']['after']
+        return
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert mgr.calls == [] and mgr.text is None
+
+
+# --- state_dir of the old layout (vllm_server, mooncake_master) ---------------------------------------------------
+def state_dir_cases(tmp_path):
+    afile = tmp_path / 'afile'
+    afile.write_text('not a directory')
+    link = tmp_path / 'link-to-etc'
+    os.symlink('/etc', str(link))
+    return {
+        'a file': (str(afile), 'state_dir=%s is a file, not a directory' % afile),
+        'below a file': (str(afile / 'vllm'), 'state_dir=%s is below %s, which is a file' % (afile / 'vllm', afile)),
+        'a link to /etc': (str(link), 'state_dir=%s leads through a symlink to /etc, a system directory' % link),
+        '/etc itself': ('/etc', 'state_dir=/etc is a system directory'),
+        'relative': ('var/lib/vllm', 'state_dir=var/lib/vllm is not an absolute path'),
+    }
+
+
+@pytest.mark.parametrize('case', ['a file', 'below a file', 'a link to /etc', '/etc itself', 'relative'])
+@pytest.mark.parametrize('module', ['vllm_server', 'mooncake_master'])
+def test_a_state_dir_that_cannot_be_the_modules_own_fails_naming_it(mgr, capsys, tmp_path, case, module):
+    path, expected = state_dir_cases(tmp_path)[case]
+    if module == 'vllm_server':
+        res = vllm(capsys, state_dir=path, stop_unlisted=['qwen-a'])
+    else:
+        res = master(mgr, capsys, state_dir=path)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert mgr.calls == [] and mgr.text is None
+
+
+def test_a_state_dir_linked_to_etc_never_removes_files_there(mgr, capsys, tmp_path, monkeypatch):
+    # The old layout's "settings.json" under a state_dir that leads into a system directory (here a stand-in for
+    # /etc: the check looks at where the link leads) is never read nor removed.
+    fake_etc = tmp_path / 'etc'
+    (fake_etc / 'qwen-b').mkdir(parents=True)
+    precious = fake_etc / 'qwen-b' / 'settings.json'
+    precious.write_text('{"theme": "dark"}')
+    link = tmp_path / 'state'
+    os.symlink(str(fake_etc), str(link))
+    monkeypatch.setattr(_validate, 'SYSTEM_DIRS', _validate.SYSTEM_DIRS + (str(fake_etc),))
+    res = vllm(capsys, state_dir=str(link), stop_unlisted=['qwen-a'])
+    assert res['failed'] and 'leads through a symlink to %s, a system directory' % fake_etc in res['msg']
+    assert precious.read_text() == '{"theme": "dark"}'
+
+
+def test_old_layout_files_that_are_not_its_records_are_left_alone(mgr, capsys, tmp_path):
+    state = tmp_path / 'state'
+    (state / 'qwen-a').mkdir(parents=True)
+    (state / 'qwen-a' / 'settings.json').write_text('["a JSON list, not a record"]')
+    (state / 'not an instance name').mkdir()
+    (state / 'not an instance name' / 'settings.json').write_text('{}')
+    res = vllm(capsys, state_dir=str(state), stop_unlisted=['qwen-a'])
+    assert res.get('changed') and res['stopped_unlisted'] == [], res
+    assert (state / 'qwen-a' / 'settings.json').exists()
+    assert (state / 'not an instance name' / 'settings.json').exists()
+
+
+def test_an_old_layout_record_that_is_a_fifo_does_not_hang(mgr, capsys, tmp_path):
+    state = tmp_path / 'state'
+    (state / 'qwen-a').mkdir(parents=True)
+    os.mkfifo(str(state / 'qwen-a' / 'settings.json'))
+    os.mkfifo(str(state / 'qwen-a' / 'vllm.pid'))
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(res=vllm(capsys, state_dir=str(state))))
+    worker.daemon = True
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), 'vllm_server hung on a FIFO in the old layout'
+    assert out['res']['changed'] and out['res']['action'] == 'started', out['res'].get('msg')
+
+
+def test_old_layout_files_on_a_read_only_filesystem_fail_naming_them(mgr, capsys, tmp_path, monkeypatch):
+    state = tmp_path / 'state'
+    state.mkdir()
+    # A record of a process that is gone: its files are to be removed, which the (SIMULATED) read-only
+    # filesystem refuses. That is a failure naming the file, never a success that leaves them for every later run.
+    (state / 'settings.json').write_text(json.dumps({'pid': 2 ** 22 + 7, 'argv': ['mooncake_master']}))
+    (state / 'mooncake_master.pid').write_text('%d\n' % (2 ** 22 + 7))
+    simulate_read_only(monkeypatch, state)
+    res = master(mgr, capsys, state_dir=str(state))
+    assert res['failed'] and 'mooncake_master: the old layout\'s %s cannot be removed' % (
+        state / 'mooncake_master.pid') in res['msg'], res['msg']
+    assert 'read-only filesystem' in res['msg'] and mgr.calls == []
+    assert (state / 'settings.json').exists()
+
+
+# --- the engine's own directories (unit files, secrets) ------------------------------------------------------------
+SHOW_MISSING = 'LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\n'
+
+
+def engine_start(monkeypatch, tmp_path, secret=True):
+    """Engine.ensure on the real systemd backend, systemctl recorded (always 'not found'), directories under tmp."""
+    with patch_module_args({'_ansible_module_name': 'vllm_server'}):
+        module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    monkeypatch.setattr(module, 'get_bin_path', lambda name, required=False, opt_dirs=None: '/usr/bin/' + name)
+    calls = []
+
+    def run_command(argv, environ_update=None, expand_user_and_vars=True):
+        calls.append(' '.join(argv[1:]))
+        return (0, SHOW_MISSING, '') if argv[1] == 'show' else (0, '', '')
+    monkeypatch.setattr(module, 'run_command', run_command)
+    spec = _service.ServiceSpec('kvpool-vllm-a', 'vLLM-Ascend instance a (ascend.kvpool)', ['/bin/sleep', '60'],
+                                secret_env={'VLLM_API_KEY': 'sk-dir-test'} if secret else None)
+    out = {}
+
+    def leave(**kw):
+        out.update(kw)
+        raise SystemExit(0)
+    module.exit_json = leave
+    module.fail_json = lambda **kw: leave(failed=True, **kw)
+    engine = _service.Engine(module, _service.SystemdBackend(module))
+    with pytest.raises(SystemExit):
+        engine.ensure(spec, 'started', dict(changed=False), lambda: [('up', lambda: True)], wait=False,
+                      what='vllm instance a')
+    return out, calls
+
+
+@pytest.mark.parametrize('case', ['a file', 'below a file', 'read-only', 'a link to /etc'])
+def test_a_secrets_directory_that_cannot_hold_the_key_fails_naming_it(monkeypatch, capsys, tmp_path, case):
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path / 'units'))
+    secrets = tmp_path / 'secrets'
+    expected = 'the secrets directory %s ' % secrets
+    if case == 'a file':
+        secrets.write_text('')
+        expected += 'is a file, not a directory'
+    elif case == 'below a file':
+        (tmp_path / 'afile').write_text('')
+        secrets = tmp_path / 'afile' / 'secrets'
+        expected = 'the secrets directory %s is below %s, which is a file' % (secrets, tmp_path / 'afile')
+    elif case == 'read-only':
+        simulate_read_only(monkeypatch, secrets)
+        expected += 'cannot be created: it is on a read-only filesystem'
+    else:
+        os.symlink('/etc', str(secrets))
+        expected += 'leads through a symlink to /etc, a system directory'
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(secrets))
+    res, calls = engine_start(monkeypatch, tmp_path)
+    assert res['failed'] and res['msg'].startswith('could not start vllm instance a (systemd unit '
+                                                   'kvpool-vllm-a.service): ' + expected), res['msg']
+    assert not any(c.startswith('start') for c in calls) and 'sk-dir-test' not in json.dumps(res)
+    assert not os.path.exists('/etc/kvpool-vllm-a.env')
+
+
+@pytest.mark.parametrize('case', ['a file', 'read-only'])
+def test_a_unit_directory_that_cannot_be_written_fails_naming_it(monkeypatch, capsys, tmp_path, case):
+    units = tmp_path / 'units'
+    if case == 'a file':
+        units.write_text('')
+        expected = 'the directory of the unit\'s enable link %s/multi-user.target.wants is below %s, which is a file' \
+            % (units, units)
+    else:
+        units.mkdir()
+        simulate_read_only(monkeypatch, units)
+        expected = 'the directory of the unit\'s enable link %s/multi-user.target.wants cannot be created: it is on ' \
+            'a read-only filesystem' % units
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
+    res, calls = engine_start(monkeypatch, tmp_path, secret=False)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert not any(c.startswith('start') for c in calls)
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_written_through(monkeypatch, tmp_path):
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
+    target = tmp_path / 'victim'
+    target.write_text('keep me')
+    (tmp_path / 'secrets').mkdir()
+    path = tmp_path / 'secrets' / 'kvpool-vllm-a.env'
+    os.symlink(str(target), '%s.tmp.%d' % (path, os.getpid()))
+    _service._write(str(path), 'VLLM_API_KEY=k\n', 0o600, 'secret environment file', option='the secrets directory')
+    assert target.read_text() == 'keep me' and path.read_text() == 'VLLM_API_KEY=k\n'
+    assert oct(path.stat().st_mode & 0o777) == '0o600' and sorted(os.listdir(str(tmp_path / 'secrets'))) == [
+        'kvpool-vllm-a.env']
+
+
+def test_a_unit_file_that_cannot_be_removed_is_no_success(monkeypatch, tmp_path):
+    units = tmp_path / 'units'
+    units.mkdir()
+    (units / 'kvpool-vllm-a.service').write_text('[Unit]\n')
+    simulate_read_only(monkeypatch, units)
+    unit = units / 'kvpool-vllm-a.service'
+    with pytest.raises(_service.ServiceError) as err:
+        _service.remove_file(str(unit))
+    assert str(err.value).startswith('cannot remove %s: it is on a read-only filesystem' % unit)
+    assert _service.remove_file(str(tmp_path / 'missing')) is False
+
+
+# --- mooncake_store_probe -----------------------------------------------------------------------------------------
+@pytest.fixture
+def probe_backend(monkeypatch):
+    started = []
+
+    class Nothing(object):
+        kind = 'none'
+
+        def check(self):
+            pass
+
+        def run_transient(self, name, argv, max_seconds, mounts=()):
+            started.append(name)
+            raise AssertionError('no client may start on bad input')
+
+        def transient_alive(self, name):
+            return False
+
+        def stop_transient(self, name):
+            pass
+
+        def logs_hint(self, spec):
+            return ''
+
+    monkeypatch.setattr(mooncake_store_probe, 'backend_for', lambda module, container=None: Nothing())
+    return started
+
+
+def probe(capsys, tmp_path, **args):
+    config = tmp_path / 'mooncake.json'
+    if not config.exists():
+        config.write_text(json.dumps({'master_server_address': '127.0.0.1:%d' % free_port(), 'protocol': 'tcp'}))
+    params = dict(mode='put', key='probe-1', local_hostname='10.0.0.1', node_name='node1', config_path=str(config),
+                  python=sys.executable, state_dir=str(tmp_path / 'state'), timeout=5, master_connect_timeout=0.5)
+    params.update(args)
+    return svc.run(mooncake_store_probe, capsys, **params)
+
+
+@pytest.mark.parametrize('size, expected', [
+    ('1e12', 'size_bytes=1000000000000 is out of range 1-1073741824'),
+    (1e12, 'size_bytes=1000000000000 is out of range 1-1073741824'),
+    (2 ** 30 + 1, 'size_bytes=1073741825 is out of range 1-1073741824'),
+    (0, 'size_bytes=0 is out of range 1-1073741824'),
+    (-1, 'size_bytes=-1 is out of range 1-1073741824'),
+    (True, 'size_bytes=True is not a whole number'),
+    ('1.5', "argument 'size_bytes' is of type str and we were unable to convert to int"),
+    (1.5, "argument 'size_bytes' is of type float and we were unable to convert to int"),
+    ('1MiB', "argument 'size_bytes' is of type str and we were unable to convert to int"),
+])
+def test_probe_size_bytes_out_of_range_or_not_a_whole_number_fails_naming_it(capsys, tmp_path, probe_backend, size,
+                                                                             expected):
+    res = probe(capsys, tmp_path, size_bytes=size)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    if 'out of range' in expected:
+        assert 'at most 1 GiB: it only has to prove a put and a get across the nodes' in res['msg']
+    assert probe_backend == [] and not (tmp_path / 'state').exists()
+
+
+@pytest.mark.parametrize('args, expected', [
+    ({'expected_sha256': 'abc', 'mode': 'get'}, "expected_sha256='abc' is not a sha256 (64 hex digits)"),
+    ({'key': ''}, 'key is empty'),
+    ({'timeout': 0}, 'timeout=0.0 must be a finite number above 0 (seconds)'),
+    ({'hold_seconds': 'inf'}, 'hold_seconds=inf must be a finite number above 0'),
+    ({'poll_interval': -1}, 'poll_interval=-1.0 must be a finite number above 0'),
+])
+def test_probe_arguments(capsys, tmp_path, probe_backend, args, expected):
+    res = probe(capsys, tmp_path, **args)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert probe_backend == []
+
+
+@pytest.mark.parametrize('case', ['a file', 'below a file', 'read-only', 'a link to /etc', 'relative'])
+@pytest.mark.parametrize('mode', ['put', 'remove'])
+def test_a_probe_state_dir_that_cannot_be_its_own_fails_naming_it(capsys, tmp_path, probe_backend, monkeypatch, case,
+                                                                  mode):
+    state = tmp_path / 'state'
+    if case == 'a file':
+        state.write_text('')
+        expected = 'state_dir=%s is a file, not a directory' % state
+    elif case == 'below a file':
+        (tmp_path / 'afile').write_text('')
+        state = tmp_path / 'afile' / 'state'
+        expected = 'state_dir=%s is below %s, which is a file' % (state, tmp_path / 'afile')
+    elif case == 'read-only':
+        state.mkdir()
+        simulate_read_only(monkeypatch, state)
+        expected = 'state_dir=%s cannot be written: it is on a read-only filesystem' % state
+    elif case == 'a link to /etc':
+        os.symlink('/etc', str(state))
+        expected = 'state_dir=%s leads through a symlink to /etc, a system directory' % state
+    else:
+        state = 'probe-results'
+        expected = 'state_dir=probe-results is not an absolute path'
+    res = probe(capsys, tmp_path, state_dir=str(state), mode=mode)
+    assert res['failed'] and expected in res['msg'], res['msg']
+    assert probe_backend == [] and not os.path.exists('/etc/%s.result' % mooncake_store_probe.safe_name('probe-1'))
+
+
+def test_a_probe_state_dir_that_cannot_be_created_fails_naming_it(capsys, tmp_path, probe_backend, monkeypatch):
+    simulate_read_only(monkeypatch, tmp_path / 'ro')
+    state = tmp_path / 'ro' / 'state'
+    res = probe(capsys, tmp_path, state_dir=str(state))
+    assert res['failed'] and 'state_dir=%s cannot be created: it is on a read-only filesystem' % state in res['msg']
+
+
+def test_a_probe_config_that_is_a_fifo_fails_without_hanging(capsys, tmp_path, probe_backend):
+    fifo = tmp_path / 'mooncake.fifo'
+    os.mkfifo(str(fifo))
+    res = probe(capsys, tmp_path, config_path=str(fifo))
+    assert res['failed'] and res['msg'].startswith('node1: config_path: %s is not a regular file' % fifo), res['msg']
+    assert probe_backend == []
