@@ -257,8 +257,12 @@ def test_old_layout_files_on_a_read_only_filesystem_fail_naming_them(mgr, capsys
 SHOW_MISSING = 'LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\n'
 
 
-def engine_start(monkeypatch, tmp_path, secret=True):
-    """Engine.ensure on the real systemd backend, systemctl recorded (always 'not found'), directories under tmp."""
+SHOW_LOADED = 'LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=enabled\n'
+
+
+def engine_start(monkeypatch, tmp_path, secret=True, state='started', show=SHOW_MISSING):
+    """Engine.ensure on the real systemd backend, systemctl recorded (``show`` its answer about the unit),
+    directories under tmp."""
     with patch_module_args({'_ansible_module_name': 'vllm_server'}):
         module = AnsibleModule(argument_spec={}, supports_check_mode=True)
     monkeypatch.setattr(module, 'get_bin_path', lambda name, required=False, opt_dirs=None: '/usr/bin/' + name)
@@ -266,7 +270,7 @@ def engine_start(monkeypatch, tmp_path, secret=True):
 
     def run_command(argv, environ_update=None, expand_user_and_vars=True):
         calls.append(' '.join(argv[1:]))
-        return (0, SHOW_MISSING, '') if argv[1] == 'show' else (0, '', '')
+        return (0, show, '') if argv[1] == 'show' else (0, '', '')
     monkeypatch.setattr(module, 'run_command', run_command)
     spec = _service.ServiceSpec('kvpool-vllm-a', 'vLLM-Ascend instance a (ascend.kvpool)', ['/bin/sleep', '60'],
                                 secret_env={'VLLM_API_KEY': 'sk-dir-test'} if secret else None)
@@ -279,7 +283,7 @@ def engine_start(monkeypatch, tmp_path, secret=True):
     module.fail_json = lambda **kw: leave(failed=True, **kw)
     engine = _service.Engine(module, _service.SystemdBackend(module))
     with pytest.raises(SystemExit):
-        engine.ensure(spec, 'started', dict(changed=False), lambda: [('up', lambda: True)], wait=False,
+        engine.ensure(spec, state, dict(changed=False), lambda: [('up', lambda: True)], wait=False,
                       what='vllm instance a')
     return out, calls
 
@@ -352,6 +356,13 @@ def test_a_unit_file_that_cannot_be_removed_is_no_success(monkeypatch, tmp_path)
         _service.remove_file(str(unit))
     assert str(err.value).startswith('cannot remove %s: it is on a read-only filesystem' % unit)
     assert _service.remove_file(str(tmp_path / 'missing')) is False
+    # Through the module's stop: a failure naming the file, not "stopped" with the unit left enabled for the boot.
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
+    res, calls = engine_start(monkeypatch, tmp_path, secret=False, state='stopped', show=SHOW_LOADED)
+    assert res['failed'] and res['msg'].startswith('could not stop vllm instance a: cannot remove %s/' % units)
+    assert 'kvpool-vllm-a.service: it is on a read-only filesystem' in res['msg'], res['msg']
+    assert unit.exists()
 
 
 # --- mooncake_store_probe -----------------------------------------------------------------------------------------
