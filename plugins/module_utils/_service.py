@@ -91,6 +91,18 @@ class ServiceSpec(object):
         self.port = port
 
 
+def check_service_params(params):
+    """The options every service module shares (the doc fragment ``ascend.kvpool.service`` and the timeouts):
+    finite timeouts above 0 (NaN or infinity would never end, or end at once; systemd reads a ``TimeoutStopSec``
+    of 0 as no timeout at all), restart limits of at least 1. Raises KvpoolError naming the option and value."""
+    for key in ('ready_timeout', 'poll_interval', 'stop_timeout'):
+        _validate.number_range(params[key], key, above=0, why='seconds')
+    _validate.int_range(params['log_lines'], 'log_lines', 0, 100000)
+    _validate.int_range(params['restart_limit_burst'], 'restart_limit_burst', 1, None,
+                        'starts in restart_limit_interval')
+    _validate.int_range(params['restart_limit_interval'], 'restart_limit_interval', 1, None, 'seconds')
+
+
 # --- pure helpers ------------------------------------------------------------------------------------------------
 
 def systemd_quote(arg):

@@ -296,6 +296,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
     ServiceSpec,
     backend_for,
+    check_service_params,
     find_binary,
 )
 
@@ -332,11 +333,7 @@ def check_params(module):
         raise KvpoolError('mooncake_version: %s' % exc) from exc
     if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
         raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
-    for key in ('ready_timeout', 'poll_interval', 'stop_timeout'):
-        _validate.number_range(p[key], key, above=0, why='seconds')
-    _validate.int_range(p['log_lines'], 'log_lines', 0, 100000)
-    _validate.int_range(p['restart_limit_burst'], 'restart_limit_burst', 1, None, 'starts in restart_limit_interval')
-    _validate.int_range(p['restart_limit_interval'], 'restart_limit_interval', 1, None, 'seconds')
+    check_service_params(p)
     env = _validate.environment(p['env'], 'env')
     # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
     _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/mooncake_master')

@@ -351,6 +351,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
     ServiceSpec,
     backend_for,
+    check_service_params,
     find_binary,
 )
 
@@ -426,11 +427,7 @@ def check_params(module):
     if p['gpu_memory_utilization'] is not None:
         _validate.number_range(p['gpu_memory_utilization'], 'gpu_memory_utilization', above=0, high=1,
                                why='the share of NPU memory vLLM may use, for example 0.9')
-    for key in ('ready_timeout', 'poll_interval', 'stop_timeout'):
-        _validate.number_range(p[key], key, above=0, why='seconds')
-    _validate.int_range(p['log_lines'], 'log_lines', 0, 100000)
-    _validate.int_range(p['restart_limit_burst'], 'restart_limit_burst', 1, None, 'starts in restart_limit_interval')
-    _validate.int_range(p['restart_limit_interval'], 'restart_limit_interval', 1, None, 'seconds')
+    check_service_params(p)
     env = _validate.environment(p['env'], 'env')
     bad_names = [k for k in (p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(str(k))]
     if bad_names:

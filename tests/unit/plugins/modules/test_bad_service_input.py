@@ -23,61 +23,24 @@ import sys
 import threading
 
 import pytest
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
-from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, mooncake_store_probe, vllm_server
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import test_service as engine_tests
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
-class Manager(svc.Manager):
-    """The in-memory service manager of test_service_modules, which lists no other unit of the collection."""
-
-    def list_units(self, prefix):
-        return []
-
-    # The old layout's processes: every recorded pid is gone here; a signal would be recorded (and never is).
-    def proc_read(self, pid, name):
-        return None
-
-    def boot_time(self):
-        return 0
-
-    def signal(self, pid, group, signum):
-        self.calls.append('signal %s' % pid)
-
-    def gone(self, pid, group):
-        return True
-
-
-@pytest.fixture
-def mgr(monkeypatch, tmp_path):
-    """The in-memory service manager, for both service modules; records whether anything was started."""
-    fake = Manager()
-    for mod in (vllm_server, mooncake_master):
-        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: fake)
-    binary = tmp_path / 'mooncake_master'
-    binary.write_text('#!/bin/sh\n')
-    binary.chmod(0o755)
-    fake.tmp = tmp_path
-    return fake
+# The in-memory service manager of test_service_modules, patched in for both service modules.
+mgr = svc.manager
 
 
 def vllm(capsys, **args):
-    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
-                  port=free_port(), binary=sys.executable, state_dir='/nonexistent/state', wait=False,
-                  poll_interval=0.02, stop_timeout=5)
-    params.update(args)
-    return svc.run(vllm_server, capsys, **params)
+    args.setdefault('wait', False)  # launched, not waited for: the input checks come before any of that
+    return svc.vllm(capsys, **args)
 
 
-def master(fake, capsys, **args):
-    params = dict(binary=str(fake.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
-                  state_dir='/nonexistent/state', ready_timeout=1, poll_interval=0.02, stop_timeout=5)
-    params.update(args)
-    return svc.run(mooncake_master, capsys, **params)
+master = svc.master
 
 
 def simulate_read_only(monkeypatch, top):
@@ -254,38 +217,28 @@ def test_old_layout_files_on_a_read_only_filesystem_fail_naming_them(mgr, capsys
 
 
 # --- the engine's own directories (unit files, secrets) ------------------------------------------------------------
-SHOW_MISSING = 'LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\n'
-
-
 SHOW_LOADED = 'LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=enabled\n'
 
 
-def engine_start(monkeypatch, tmp_path, secret=True, state='started', show=SHOW_MISSING):
-    """Engine.ensure on the real systemd backend, systemctl recorded (``show`` its answer about the unit),
-    directories under tmp."""
-    with patch_module_args({'_ansible_module_name': 'vllm_server'}):
-        module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    monkeypatch.setattr(module, 'get_bin_path', lambda name, required=False, opt_dirs=None: '/usr/bin/' + name)
-    calls = []
+class Systemctl(engine_tests.Recorder):
+    """systemctl recorded, answering ``show`` with ``show`` (the unit unknown by default)."""
 
-    def run_command(argv, environ_update=None, expand_user_and_vars=True):
-        calls.append(' '.join(argv[1:]))
-        return (0, show, '') if argv[1] == 'show' else (0, '', '')
-    monkeypatch.setattr(module, 'run_command', run_command)
-    spec = _service.ServiceSpec('kvpool-vllm-a', 'vLLM-Ascend instance a (ascend.kvpool)', ['/bin/sleep', '60'],
-                                secret_env={'VLLM_API_KEY': 'sk-dir-test'} if secret else None)
-    out = {}
+    def __init__(self, show=''):
+        super(Systemctl, self).__init__()
+        self.show = show
 
-    def leave(**kw):
-        out.update(kw)
-        raise SystemExit(0)
-    module.exit_json = leave
-    module.fail_json = lambda **kw: leave(failed=True, **kw)
-    engine = _service.Engine(module, _service.SystemdBackend(module))
-    with pytest.raises(SystemExit):
-        engine.ensure(spec, state, dict(changed=False), lambda: [('up', lambda: True)], wait=False,
-                      what='vllm instance a')
-    return out, calls
+    def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
+        engine_tests.Recorder.run_command(self, argv, environ_update, expand_user_and_vars)
+        return (0, self.show, '') if argv[1] == 'show' else (0, '', '')
+
+
+def engine_start(secret=True, state='started', show=''):
+    """The engine's ensure (test_service's) on the real systemd backend over a recorded systemctl; the unit and
+    secrets directories are the test's."""
+    systemctl = Systemctl(show)
+    res = engine_tests.ensure(_service.SystemdBackend(systemctl), state=state,
+                              secret_env={'VLLM_API_KEY': 'sk-dir-test'} if secret else None)
+    return res, systemctl.calls
 
 
 @pytest.mark.parametrize('case', ['a file', 'below a file', 'read-only', 'a link to /etc'])
@@ -307,7 +260,7 @@ def test_a_secrets_directory_that_cannot_hold_the_key_fails_naming_it(monkeypatc
         os.symlink('/etc', str(secrets))
         expected += 'leads through a symlink to /etc, a system directory'
     monkeypatch.setattr(_service, 'SECRET_DIR', str(secrets))
-    res, calls = engine_start(monkeypatch, tmp_path)
+    res, calls = engine_start()
     assert res['failed'] and res['msg'].startswith('could not start vllm instance a (systemd unit '
                                                    'kvpool-vllm-a.service): ' + expected), res['msg']
     assert not any(c.startswith('start') for c in calls) and 'sk-dir-test' not in json.dumps(res)
@@ -328,7 +281,7 @@ def test_a_unit_directory_that_cannot_be_written_fails_naming_it(monkeypatch, ca
             'a read-only filesystem' % units
     monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
     monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
-    res, calls = engine_start(monkeypatch, tmp_path, secret=False)
+    res, calls = engine_start(secret=False)
     assert res['failed'] and expected in res['msg'], res['msg']
     assert not any(c.startswith('start') for c in calls)
 
@@ -359,7 +312,7 @@ def test_a_unit_file_that_cannot_be_removed_is_no_success(monkeypatch, tmp_path)
     # Through the module's stop: a failure naming the file, not "stopped" with the unit left enabled for the boot.
     monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
     monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
-    res, calls = engine_start(monkeypatch, tmp_path, secret=False, state='stopped', show=SHOW_LOADED)
+    res, calls = engine_start(secret=False, state='stopped', show=SHOW_LOADED)
     assert res['failed'] and res['msg'].startswith('could not stop vllm instance a: cannot remove %s/' % units)
     assert 'kvpool-vllm-a.service: it is on a read-only filesystem' in res['msg'], res['msg']
     assert unit.exists()
