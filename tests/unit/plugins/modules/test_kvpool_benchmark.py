@@ -30,7 +30,11 @@ import kvpool_standin  # noqa: E402
 REQUESTS = 12
 TOKENS = 1024
 CONCURRENCY = 4
-SIM = ['--sim-time-scale', '1.0', '--sim-startup-s', '0.2', '--sim-device-blocks', '96']
+# The simulated costs are set wide apart (prefill 200 ms, own-segment load 36 ms, other-segment load 100 ms per 1k
+# tokens) so that the TTFT order the report checks holds with margin on a loaded 2-core machine: with the
+# stand-in's defaults (100 / 36 / 47) steps 2 and 3 were 10 ms apart, less than the scheduling noise of a busy CI.
+SIM = ['--sim-time-scale', '1.0', '--sim-startup-s', '0.2', '--sim-device-blocks', '96',
+       '--sim-prefill-ms-per-1k-tokens', '200', '--sim-pool-remote-load-ms-per-1k-tokens', '100']
 HIT_TOKENS = REQUESTS * ((TOKENS - 1) // 128) * 128
 
 
