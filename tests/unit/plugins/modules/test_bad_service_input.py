@@ -23,8 +23,11 @@ import sys
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import test_service as engine_tests
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
@@ -69,6 +72,34 @@ def simulate_read_only(monkeypatch, top):
     monkeypatch.setattr(os, 'statvfs', statvfs)
     monkeypatch.setattr(os, 'makedirs', makedirs)
     monkeypatch.setattr(os, 'unlink', unlink)
+
+
+# --- the shared validators, over arbitrary input -------------------------------------------------------------------
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
+                   st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), VALUES, max_size=5))
+def test_environment_gives_strings_under_valid_names_or_the_collections_error(env):
+    try:
+        out = _validate.environment(env, 'env')
+    except KvpoolError as exc:
+        assert str(exc).startswith('env')
+        return
+    assert all(_validate.ENV_NAME.match(k) and isinstance(v, str) and '\0' not in v for k, v in out.items())
+    assert sorted(out) == sorted(str(k) for k in env) and 'None' not in [out[str(k)] for k in env if env[k] is None]
+
+
+@settings(max_examples=200, deadline=None)
+@given(VALUES, st.integers(-5, 5), st.one_of(st.none(), st.integers(5, 10)))
+def test_range_checks_give_the_value_or_the_collections_error_naming_the_option(value, low, high):
+    for check in (lambda: _validate.int_range(value, 'opt', low, high),
+                  lambda: _validate.number_range(value, 'opt', low=low, high=high)):
+        try:
+            assert check() is value
+        except KvpoolError as exc:
+            assert str(exc).startswith('opt=')
 
 
 # --- vllm_server arguments ---------------------------------------------------------------------------------------
