@@ -751,7 +751,7 @@ class Engine(object):
                 recorded = None
             if not isinstance(recorded, dict):
                 recorded = None  # not a record of the old release (JSON of another kind): not read, not removed
-        pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().split('\n')[0])
+        pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().partition('\n')[0])
         if not pid and recorded is None and read_text(record.pid_file) is None:
             return None, False, '', None
         if not pid:
