@@ -55,7 +55,7 @@ options:
     choices: [put, get, remove]
     required: true
   key:
-    description: Object key; use a fresh one per probe (for example with a timestamp).
+    description: Object key, not empty; use a fresh one per probe (for example with a timestamp).
     type: str
     required: true
   config_path:
