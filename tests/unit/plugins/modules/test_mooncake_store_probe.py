@@ -53,6 +53,16 @@ class MooncakeDistributedStore(object):
         return int(os.environ.get("FAKE_SETUP_RC", "0"))
 
     def put(self, key, data):
+        # FAKE_PUT_FAIL="N:RC": the first N puts return RC (N = -1: every put), as Mooncake's put returns an error code.
+        fail = os.environ.get("FAKE_PUT_FAIL")
+        if fail:
+            count, rc = (int(x) for x in fail.split(":"))
+            path = os.path.join(ROOT, "puts")
+            done = int(open(path).read()) if os.path.exists(path) else 0
+            with open(path, "w") as fh:
+                fh.write(str(done + 1))
+            if count < 0 or done < count:
+                return rc
         with open(os.path.join(ROOT, key + ".bin"), "wb") as fh:
             fh.write(data)
         with open(os.path.join(ROOT, key + ".owner"), "w") as fh:
@@ -295,3 +305,29 @@ def test_config_sizes_can_be_used(env, capsys):
     (writer,) = setups(env)
     assert writer[2:4] == [4 * 1024 ** 3, 1024 ** 3]                   # "4GB" and 1073741824 from the file
     run(env, capsys, mode='remove')
+
+
+def test_a_put_that_fails_in_transfer_is_tried_again_until_it_lands(env, capsys, monkeypatch):
+    # -800 (TRANSFER_FAIL): the master placed the object in the segment of a client that has just gone (an instance
+    # restarted; it is listed until its client TTL). The writer tries again; the result counts the attempts.
+    monkeypatch.setenv('FAKE_PUT_FAIL', '2:-800')
+    put = run(env, capsys, mode='put', local_hostname='10.0.0.1', node_name='node1')
+    assert not put.get('failed') and put['put_attempts'] == 3, put
+    assert (env['store'] / 'probe-1.bin').exists()
+    run(env, capsys, mode='remove')
+
+
+def test_a_put_error_other_than_a_transfer_failure_is_not_retried(env, capsys, monkeypatch):
+    monkeypatch.setenv('FAKE_PUT_FAIL', '-1:-200')
+    res = run(env, capsys, mode='put', local_hostname='10.0.0.1', node_name='node1')
+    assert res['failed'] and 'put returned -200 (1 attempt(s))' in res['msg'], res['msg']
+    assert not env['backend'].transient_alive(HOLDER)
+
+
+def test_a_transfer_failure_that_lasts_ends_before_the_timeout_and_says_so(env, capsys, monkeypatch):
+    monkeypatch.setenv('FAKE_PUT_FAIL', '-1:-800')
+    res = run(env, capsys, mode='put', local_hostname='10.0.0.1', node_name='node1', timeout=4)
+    assert res['failed'] and 'put returned -800 (' in res['msg'], res['msg']
+    attempts = int(res['msg'].split('put returned -800 (')[1].split(' ')[0])
+    assert attempts >= 2 and 'timed out' not in res['msg']
+    assert not env['backend'].transient_alive(HOLDER)
