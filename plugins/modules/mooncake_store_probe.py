@@ -184,7 +184,7 @@ setup_ms:
 put_attempts:
   description:
     - Number of put calls the writer made. A put whose transfer failed (Mooncake's C(-800), TRANSFER_FAIL) is tried
-      again every 0.5 s until 2 s before O(timeout): right after an instance restarted, the master still lists the
+      again every 0.5 s until 2 s before O(timeout). Right after an instance restarted, the master still lists the
       gone client's segment until its client TTL runs out, and a put may be placed there. 0 for C(get).
   returned: put, get
   type: int
