@@ -62,8 +62,9 @@ def test_fails_when_an_entry_point_redescribes_an_option(tree, capsys):
     text = path.read_text()
     marker = '  probe:\n'
     head, tail = text.split(marker)
-    path.write_text(head + marker + tail.replace('description: Size of the probe object in bytes.',
-                                                 'description: Another description.'))
+    edited = tail.replace('description: Size of the probe object in bytes', 'description: Another description', 1)
+    assert edited != tail  # the edit took place (else the check below would test nothing)
+    path.write_text(head + marker + edited)
     assert checker.main(tree) == 1
     assert ('mooncake_config: probe: option mooncake_config_probe_size_bytes differs from its definition in main'
             in capsys.readouterr().out)
