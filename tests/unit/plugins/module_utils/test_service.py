@@ -197,7 +197,7 @@ def test_secrets_in_a_diff_are_names_only():
 
 # --- the engine's flow, against an in-memory service manager ------------------------------------------------------
 
-class FakeManager(object):
+class FakeManager(_service.SystemdBackend):
     """A service manager in memory: what the engine wrote, whether the service runs, what its journal says."""
 
     kind = 'fake'
@@ -208,18 +208,6 @@ class FakeManager(object):
 
     def check(self):
         pass
-
-    def where(self, spec):
-        return 'systemd unit %s.service' % spec.unit
-
-    def unit_id(self, spec):
-        return '%s.service' % spec.unit
-
-    def logs_hint(self, spec):
-        return 'journalctl -u %s' % spec.unit
-
-    def render(self, spec):
-        return _service.render_unit(spec), _service.render_secret_env(spec.secret_env)
 
     def status(self, spec):
         if self.text is None:

@@ -31,7 +31,7 @@ KEY = 'sk-unit-test-key-0123456789'
 OTHER_KEY = 'sk-unit-test-key-abcdefghij'
 
 
-class Manager(object):
+class Manager(_service.SystemdBackend):
     """A service manager in memory: the unit and secret the engine wrote, and whether the service runs."""
 
     kind = 'fake'
@@ -42,18 +42,6 @@ class Manager(object):
 
     def check(self):
         pass
-
-    def where(self, spec):
-        return 'systemd unit %s.service' % spec.unit
-
-    def unit_id(self, spec):
-        return '%s.service' % spec.unit
-
-    def logs_hint(self, spec):
-        return 'journalctl -u %s' % spec.unit
-
-    def render(self, spec):
-        return _service.render_unit(spec), _service.render_secret_env(spec.secret_env)
 
     def status(self, spec):
         lines = ['LoadState=%s' % ('loaded' if self.text else 'not-found'),
