@@ -13,10 +13,16 @@ class ModuleDocFragment(object):
 
     DOCUMENTATION = r"""
 attributes:
+  action:
+    support: full
+    description: In container mode (O(container)) the action plugin of the module runs the module on the node to
+      render the container, M(community.docker.docker_container) to create or update it, and the module again for
+      the health gate. In host mode it runs the module once.
   check_mode:
     support: full
     description: Reports whether the service would be started, restarted or stopped, with the diff of its unit file
-      (or container definition), and changes nothing. A running service's health is still polled, which only reads.
+      (or container definition, and docker_container's own diff, which runs in check mode too), and changes
+      nothing. A running service's health is still polled, which only reads.
   diff_mode:
     support: full
     description: The unit file (or the container definition) before and after, one command-line word per line;
@@ -29,11 +35,23 @@ options:
     description:
       - Name of the node's vllm-ascend container (role C(ascend.kvpool.vllm_ascend_container)). When set, the service
         runs in a container of its own made from that container's image, mounts, shared memory size and device
-        nodes (only the NPUs of the service), on the host network, with the restart policy
-        C(on-failure:<restart_limit_burst>); its logs are C(docker logs <name>).
-      - Unset runs the service as a systemd unit on the host, logging to the journal (C(journalctl -u <unit>)).
+        nodes (only the NPUs of the service), on the host network, with the restart policy C(on-failure) and
+        C(restart_retries) O(restart_limit_burst); its logs are C(docker logs <name>).
+      - The container is created, recreated when its definition differs, started and removed by
+        M(community.docker.docker_container), which the module's action plugin runs on the node between two calls
+        of this module (render the definition and convert the old layout; then the health gate and, on a failed
+        start, the tail of C(docker logs)). The task reports docker_container's C(changed) and diff.
+      - Unset runs the service as a systemd unit on the host, logging to the journal (C(journalctl -u <unit>)), in
+        one call of the module.
       - The health polls run from the host; the service shares the host network in both cases.
     type: str
+  container_step:
+    description:
+      - Internal, set by the module's action plugin in container mode (O(container)); leave it unset.
+      - C(render) returns the M(community.docker.docker_container) arguments of the service container and converts
+        the old layout; C(gate) runs the health gate after docker_container ran.
+    type: str
+    choices: [render, gate]
   log_lines:
     description: Lines of the journal (or C(docker logs)) put into the message of a failed start.
     type: int
@@ -65,4 +83,7 @@ notes:
     stopped there.
   - systemctl is called directly (argv lists through C(run_command), C(LANG=C)), so one task decides, writes, starts,
     gates and reports, with the journal tail of a failed start.
+  - In container mode the task needs the collection C(community.docker) (declared in C(galaxy.yml)) and what its
+    M(community.docker.docker_container) needs on the node (the Docker API through the docker socket, as for the
+    role C(ascend.kvpool.vllm_ascend_container)).
 """

@@ -9,9 +9,14 @@ The collection does not supervise processes itself. A service is either
 - a **systemd unit** on the host (``SystemdBackend``): ``/etc/systemd/system/<unit>.service`` written by the
   collection, ``Restart=on-failure`` with a bounded restart rate, enabled at boot, ordered after the network,
   logging to the journal, stopped through its cgroup; secrets in an ``EnvironmentFile=`` of mode 0600; or
-- **its own container** (``DockerBackend``): ``docker run`` of the image of the node's vllm-ascend container
-  (the *template*: its image, mounts, shared memory and device nodes), host network, a restart policy; secrets
-  handed to the docker CLI by name through its environment.
+- **its own container** (``DockerBackend``) made from the image of the node's vllm-ascend container (the
+  *template*: its image, mounts, shared memory and device nodes), host network, a restart policy. The container
+  itself is created, recreated, started and removed by ``community.docker.docker_container``, which the modules'
+  action plugins (``plugins/action/``, on the controller) run between two calls of the module: the module renders
+  the container's ``docker_container`` arguments and converts the old layout (step ``render``), then runs the
+  health gate and reads ``docker logs`` of a failed start (step ``gate``). Here the backend only reads
+  (``docker inspect``, ``docker ps``, ``docker logs``); a stop or removal it is asked for is handed back to the
+  action plugin as a ``docker_container`` call (``container_ops``).
 
 ``Engine.ensure()`` is the one decide / write / (re)start / health gate / fail-with-logs routine both modules use;
 each module keeps only its own argv and environment, health checks and documentation.
@@ -31,6 +36,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import errno
 import glob
 import hashlib
@@ -222,6 +228,23 @@ def status_from_inspect(doc):
     }
 
 
+_DOCKER_TIME = re.compile(r'^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$')
+
+
+def docker_time(text):
+    """Epoch seconds of a docker timestamp (``2026-12-02T02:33:09.123456789Z``); None for docker's zero time."""
+    m = _DOCKER_TIME.match((text or '').strip())
+    if not m or m.group(1) == '0001':
+        return None
+    year, month, day, hour, minute, sec = (int(g) for g in m.groups()[:6])
+    epoch = calendar.timegm((year, month, day, hour, minute, sec, 0, 0, 0)) + float('0.' + (m.group(7) or '0'))
+    zone = m.group(8)
+    if zone != 'Z':
+        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
+        epoch -= offset if zone[0] == '+' else -offset
+    return epoch
+
+
 def _int(value):
     try:
         return int(value)
@@ -293,11 +316,49 @@ def container_spec_text(spec, template):
 _DAVINCI = re.compile(r'/davinci(\d+)$')
 
 
+SPEC_LABEL = 'ascend.kvpool.spec'
+MANAGED_LABEL = 'ascend.kvpool.managed'
+
+
+def container_module_args(spec, template, text):
+    """The ``community.docker.docker_container`` arguments of a service container (its secrets by name only).
+
+    ``text``: ``container_spec_text`` of the service, kept as a label so the next run can show what changed. The
+    action plugin fills the secrets' values into ``env`` (from the task's no_log options) and runs the module.
+    Removing a device, mount, variable or label recreates the container too (``strict``; the default only
+    notices additions).
+    """
+    args = {
+        'name': spec.unit,
+        'image': template['image'],
+        'pull': 'never',  # the template's image, which is on the node since the template runs it
+        'state': 'started',
+        'detach': True,
+        'command_handling': 'correct',
+        'entrypoint': spec.argv[:1],
+        'command': spec.argv[1:],
+        'network_mode': 'host',
+        'init': True,
+        'restart_policy': 'on-failure',
+        'restart_retries': spec.start_limit_burst,
+        'stop_timeout': int(spec.stop_timeout),
+        'volumes': list(template.get('binds') or []),
+        'devices': service_devices(template.get('devices') or [], spec.devices),
+        'env': dict(spec.env),
+        'labels': {SPEC_LABEL: text, MANAGED_LABEL: '1'},
+        'comparisons': {'devices': 'strict', 'volumes': 'strict', 'env': 'strict', 'labels': 'strict'},
+    }
+    if template.get('shm_size'):
+        args['shm_size'] = str(int(template['shm_size']))
+    return args, sorted(spec.secret_env)
+
+
 def service_devices(devices, npus):
     """The template's device mappings a service gets: the control devices, and only its own NPUs' davinci<N>."""
     kept = []
     for dev in devices:
-        m = _DAVINCI.search(dev.split(':')[0])
+        parts = dev.split(':')
+        m = _DAVINCI.search(parts[1] if len(parts) > 1 else parts[0])  # the NPU the container sees
         if m and npus is not None and int(m.group(1)) not in npus:
             continue
         kept.append(dev)
@@ -501,16 +562,22 @@ class SystemdBackend(_Backend):
 
 
 class DockerBackend(_Backend):
-    """One container per service from the image of the node's vllm-ascend container (the template)."""
+    """One container per service from the image of the node's vllm-ascend container (the template).
+
+    It only reads (``docker inspect``, ``ps``, ``logs``). Creating, recreating, starting, stopping and removing a
+    service container is ``community.docker.docker_container``'s, run by the modules' action plugins: ``stop``
+    records the call in ``ops`` (docker_container arguments), which the engine returns as ``container_ops``.
+    """
 
     kind = 'docker'
-    LABEL = 'ascend.kvpool.spec'
+    LABEL = SPEC_LABEL
 
     def __init__(self, module, template):
         super(DockerBackend, self).__init__(module)
         self.template_name = template
         self.docker = module.get_bin_path('docker') or 'docker'
         self._template = None
+        self.ops = []
 
     def inspect(self, name):
         rc, out, dummy = self.run([self.docker, 'inspect', name], check=False)
@@ -568,40 +635,31 @@ class DockerBackend(_Backend):
         return text, secret, status
 
     def status(self, spec):
-        return status_from_inspect(self.inspect(spec.unit))
+        doc = self.inspect(spec.unit)
+        status = status_from_inspect(doc)
+        started = docker_time(status.get('started_at'))
+        if started and status['state'] in ALIVE_STATES:
+            # The daemon's clock is this host's: the start as a point of this process's monotonic clock.
+            status['started_mono'] = time.monotonic() - max(0.0, time.time() - started)
+        return status
 
-    def apply(self, spec, text, secret, old_text, old_secret, restart):
-        tpl = self.template()
-        self.stop(spec)
-        argv = [self.docker, 'run', '-d', '--name', spec.unit, '--network', 'host', '--init',
-                '--restart', 'on-failure:%d' % spec.start_limit_burst, '--label', '%s=%s' % (self.LABEL, text),
-                '--label', 'ascend.kvpool.managed=1', '--stop-timeout', str(int(spec.stop_timeout))]
-        if tpl.get('shm_size'):
-            argv += ['--shm-size', str(tpl['shm_size'])]
-        for bind in tpl.get('binds') or []:
-            argv += ['-v', bind]
-        for dev in service_devices(tpl.get('devices') or [], spec.devices):
-            argv += ['--device', dev]
-        for key, value in sorted(spec.env.items()):
-            argv += ['-e', '%s=%s' % (key, value)]
-        for key in sorted(spec.secret_env):
-            argv += ['-e', key]  # by name: docker takes the value from its own environment, not its command line
-        argv += ['--entrypoint', spec.argv[0], tpl['image']] + spec.argv[1:]
-        self.run(argv, env=spec.secret_env)
+    def definition(self, spec, text):
+        """(docker_container arguments, names of the secrets to fill in) of the service container."""
+        return container_module_args(spec, self.template(), text)
 
     def stop(self, spec, remove=True):
+        """Ask the action plugin to stop (``remove``: and remove) the container, when there is one."""
         if self.inspect(spec.unit) is None:
             return
-        self.run([self.docker, 'stop', '-t', str(int(spec.stop_timeout)), spec.unit], check=False)
-        if remove:
-            self.run([self.docker, 'rm', '-f', spec.unit], check=False)
+        self.ops.append({'name': spec.unit, 'state': 'absent' if remove else 'stopped',
+                         'stop_timeout': int(spec.stop_timeout)})
 
     def logs(self, spec, lines):
         rc, out, err = self.run([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], check=False)
         return (out or '') + (err or '')
 
     def list_units(self, prefix):
-        rc, out, dummy = self.run([self.docker, 'ps', '-a', '--filter', 'label=ascend.kvpool.managed=1',
+        rc, out, dummy = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
                                    '--format', '{{.Names}}'], check=False)
         return sorted(n for n in out.split() if n.startswith(prefix)) if rc == 0 else []
 
@@ -824,53 +882,32 @@ class Engine(object):
 
     # -- the lifecycle ------------------------------------------------------------------------------------------
     def ensure(self, spec, state, result, gate, wait=True, ready_timeout=60.0, poll_interval=0.2, log_lines=40,
-               explain=None, legacy=None, what='service', port_taken=None):
+               explain=None, legacy=None, what='service', port_taken=None, step=None):
         """Bring ``spec`` to ``state``; exits the module (exit_json / fail_json) with ``result`` filled in.
 
         ``gate()`` returns the named health checks (list of (name, callable)); ``explain(log_text)`` the short
         error a failed start adds to its message. ``wait=False`` returns right after a (re)start, or after one
         poll of a running service.
+
+        A service container is done in two steps around the action plugin's ``docker_container`` call: ``step``
+        ``render`` (the definition, the old layout's conversion) and ``gate`` (the health gate, the logs of a failed
+        start).
         """
         module, be = self.module, self.backend
-        try:
-            be.check()
-        except ServiceError as exc:
-            if state == 'stopped':  # nothing can run where the service manager (or the template) is missing
-                result.update(action='none', reason=str(exc), state='stopped', pid=None)
-                module.exit_json(**result)
-            if module.check_mode:  # an earlier task (not run in check mode) would have created the template
-                result.update(changed=True, action='started', reason=str(exc), state='stopped', pid=None,
-                              health='unknown')
-                module.exit_json(**result)
-            module.fail_json(msg='%s: %s' % (what, exc), **result)
-        text, secret = be.render(spec) if state != 'stopped' else (None, None)
-        old_text, old_secret, status = be.current(spec)
-        pid, matches, why, recorded = self.legacy(legacy)
-        if pid and not matches:
-            module.fail_json(msg='%s: the old layout records pid %d in %s, but %s; it was left alone (the '
-                                 'collection never signals a process it did not start). Stop that process yourself '
-                                 'if it is the old %s, then remove %s and %s, and run again.'
-                                 % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
-                                    legacy.settings_file), legacy_pid=pid, **result)
-        if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
-            try:
-                self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
-            except KvpoolError as exc:
-                module.fail_json(msg='%s: %s' % (what, exc), **result)
-        stale = bool(pid)
-        same = old_text == text and (old_secret or None) == (secret or None)
-        action, reason = decide(state, same, status, stale=stale)
-        if stale and pid:
-            reason = 'upgrade from the old layout (pid %d, %s)' % (pid, legacy.pid_file)
-        fp = fingerprint(text, secret) if text else ''
-        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec), fingerprint=fp,
-                      action='none' if action == 'wait' else action, reason=reason,
-                      pid=status['pid'] if status['state'] in ALIVE_STATES else None,
-                      state='running' if status['state'] in ALIVE_STATES else 'stopped')
-        before = (old_text or '') + masked_secrets(old_secret, secret) if (status['exists'] or old_text) else ''
-        if stale and recorded and not old_text:
-            before = '# old layout: %s\n' % legacy.settings_file + ''.join(
-                '#   %s\n' % a for a in (recorded.get('argv') or []))
+        if getattr(be, 'kind', '') == 'docker':
+            result['container_ops'] = be.ops  # filled by be.stop(); the action plugin runs them, even on a failure
+            if step == 'gate':
+                self._container_gate(spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain,
+                                     what)
+            elif step == 'render':
+                self._container_render(spec, state, result, legacy, what, port_taken, poll_interval)
+            module.fail_json(msg='%s: container mode runs through the action plugin of the module (community.docker.'
+                                 'docker_container does the container); call the module as a task, not directly'
+                                 % what, **result)
+        plan = self._plan(spec, state, result, legacy, what, poll_interval)
+        text, secret, old_secret, status = plan['text'], plan['secret'], plan['old_secret'], plan['status']
+        old_text, pid, stale, action, before = plan['old_text'], plan['pid'], plan['stale'], plan['action'], \
+            plan['before']
 
         if action == 'none':
             module.exit_json(**result)
@@ -932,6 +969,137 @@ class Engine(object):
         if not res['ready']:
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(health='healthy', pid=be.status(spec)['pid'])
+        module.exit_json(**result)
+
+    def _plan(self, spec, state, result, legacy, what, poll_interval):
+        """What both modes share before acting: the backend's check, the definition, the old layout, the decision.
+
+        Exits the module when the backend is missing (nothing to stop; check mode: would start; else fails) and
+        when an old-layout process does not match its record; removes the files of a dead old-layout process.
+        """
+        module, be = self.module, self.backend
+        try:
+            be.check()
+        except ServiceError as exc:
+            if state == 'stopped':  # nothing can run where the service manager (or the template) is missing
+                if be.kind == 'docker':
+                    be.stop(spec)  # a service container left without its template is still removed
+                result.update(action='none', reason=str(exc), state='stopped', pid=None)
+                module.exit_json(**result)
+            if module.check_mode:  # an earlier task (not run in check mode) would have created the template
+                result.update(changed=True, action='started', reason=str(exc), state='stopped', pid=None,
+                              health='unknown')
+                module.exit_json(**result)
+            module.fail_json(msg='%s: %s' % (what, exc), **result)
+        text, secret = be.render(spec) if state != 'stopped' else (None, None)
+        old_text, old_secret, status = be.current(spec)
+        pid, matches, why, recorded = self.legacy(legacy)
+        if pid and not matches:
+            module.fail_json(msg='%s: the old layout records pid %d in %s, but %s; it was left alone (the '
+                                 'collection never signals a process it did not start). Stop that process yourself '
+                                 'if it is the old %s, then remove %s and %s, and run again.'
+                                 % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
+                                    legacy.settings_file), legacy_pid=pid, **result)
+        if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
+            try:
+                self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
+            except KvpoolError as exc:
+                module.fail_json(msg='%s: %s' % (what, exc), **result)
+        stale = bool(pid)
+        same = old_text == text and (old_secret or None) == (secret or None)
+        action, reason = decide(state, same, status, stale=stale)
+        if stale:
+            reason = 'upgrade from the old layout (pid %d, %s)' % (pid, legacy.pid_file)
+        alive = status['state'] in ALIVE_STATES
+        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec),
+                      fingerprint=fingerprint(text, secret) if text else '',
+                      action='none' if action == 'wait' else action, reason=reason,
+                      pid=status['pid'] if alive else None, state='running' if alive else 'stopped')
+        before = (old_text or '') + masked_secrets(old_secret, secret) if (status['exists'] or old_text) else ''
+        if stale and recorded and not old_text:
+            before = '# old layout: %s\n' % legacy.settings_file + ''.join(
+                '#   %s\n' % a for a in (recorded.get('argv') or []))
+        return dict(text=text, secret=secret, old_text=old_text, old_secret=old_secret, status=status, pid=pid,
+                    stale=stale, same=same, action=action, alive=alive, before=before)
+
+    # -- container mode: the two module steps around the action plugin's docker_container ----------------------
+    def _container_render(self, spec, state, result, legacy, what, port_taken, poll_interval):
+        """Step ``render``: decide, convert the old layout, and return the docker_container arguments.
+
+        ``changed`` here is only this step's own change (the old layout's conversion); docker_container reports
+        the container's. ``action`` and ``reason`` are what the definition alone predicts.
+        """
+        module, be = self.module, self.backend
+        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec))
+        plan = self._plan(spec, state, result, legacy, what, poll_interval)
+        text, secret, old_secret, pid, stale, same, alive, before = (
+            plan['text'], plan['secret'], plan['old_secret'], plan['pid'], plan['stale'], plan['same'],
+            plan['alive'], plan['before'])
+        action = plan['action']
+        if stale:
+            result['changed'] = True  # the conversion is this step's change; the rest is docker_container's
+        if state == 'stopped':
+            if action == 'stopped':
+                result['diff'] = dict(before=before, after='')
+            if stale and not module.check_mode:
+                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
+            be.stop(spec)
+            module.exit_json(**result)
+        if not module.check_mode:
+            if stale:  # first: the old process holds the port
+                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
+            if port_taken is not None and not alive and port_taken():
+                module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
+                                     'process (one started by hand?) or choose another port.'
+                                     % (what, spec.port, be.where(spec)), **result)
+        if not same or stale:
+            result['diff'] = dict(before=before, after=text + masked_secrets(secret, old_secret))
+        definition, secret_names = be.definition(spec, text)
+        if state == 'restarted':
+            definition['restart'] = True
+        result.update(container_definition=definition, container_secret_env=secret_names)
+        module.exit_json(**result)
+
+    def _container_gate(self, spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain, what):
+        """Step ``gate``, after docker_container: the health gate; a failed start fails with the docker logs tail.
+
+        A container running but unhealthy that was not started within ``ready_timeout`` is to be restarted: the
+        result says so (``container_restart``) and the action plugin restarts it and runs this step again.
+        """
+        module, be = self.module, self.backend
+        status = be.status(spec)
+        alive = status['state'] in ALIVE_STATES
+        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec), pid=status['pid'] if alive else None,
+                      state='running' if alive else 'stopped')
+        if not status['exists']:
+            if module.check_mode:  # docker_container would have created it
+                result['health'] = 'unknown'
+                module.exit_json(**result)
+            module.fail_json(msg='%s: %s does not exist after community.docker.docker_container ran'
+                                 % (what, be.where(spec)), **result)
+        started_recently = bool(status.get('started_mono')) and \
+            time.monotonic() - status['started_mono'] < ready_timeout
+        if not alive:
+            # Exited, and docker's restart policy gave up (or the process exited 0): a failed start.
+            self._fail_start(spec, {'died': True, 'pending': [], 'ready': False}, ready_timeout, result, log_lines,
+                             explain, what, stop=False)
+        if not wait:
+            res = wait_until(gate(), 0, poll_interval)
+            result['health'] = 'healthy' if res['ready'] else 'unknown'
+            if res['ready']:
+                result['ready_seconds'] = res['elapsed']
+            module.exit_json(**result)
+        deadline = status['started_mono'] + ready_timeout if started_recently else time.monotonic() + ready_timeout
+        res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
+        if res['ready']:
+            result.update(health='healthy', pid=be.status(spec)['pid'],
+                          ready_seconds=round(time.monotonic() - status['started_mono'], 3)
+                          if started_recently else res['elapsed'])
+            module.exit_json(**result)
+        if res['died'] or started_recently:
+            self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
+        result.update(changed=True, action='restarted', health='unknown', container_restart=True,
+                      reason='running but not healthy (%s)' % ', '.join(res['pending']))
         module.exit_json(**result)
 
     def _gate(self, spec, gate, timeout, interval):

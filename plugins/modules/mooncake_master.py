@@ -17,6 +17,9 @@ description:
   - Starts, stops or restarts C(mooncake_master), the metadata service of a Mooncake KV cache pool, as the systemd
     unit C(kvpool-mooncake-master.service) on the host, or as the container C(kvpool-mooncake-master) made from
     the node's vllm-ascend container (O(container)).
+  - In a container, the container (its image, mounts, devices, restart policy) is made and kept by
+    M(community.docker.docker_container), which the module's action plugin runs with the definition this module
+    renders; docker's restart policy keeps the master running there.
   - systemd keeps it running. A master that dies (killed, OOM) is restarted by systemd within a second, with a
     bounded restart rate (O(restart_limit_burst)); after a reboot the enabled unit starts it again.
   - Idempotent. A master whose unit file is the wanted one and that answers its health check is left alone
@@ -171,7 +174,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Start the master as in the vLLM-Ascend guide, inside the vllm-ascend container
+- name: Start the master as in the vLLM-Ascend guide, in a container made from the vllm-ascend container
   ascend.kvpool.mooncake_master:
     port: 50088
     eviction_high_watermark_ratio: 0.95
@@ -361,6 +364,7 @@ def main():
             env=dict(type='dict', default={}),
             binary=dict(type='str', default='mooncake_master'),
             container=dict(type='str'),
+            container_step=dict(type='str', choices=['render', 'gate']),
             state_dir=dict(type='path', default='/var/lib/ascend-kvpool/mooncake_master'),
             ready_timeout=dict(type='float', default=60),
             poll_interval=dict(type='float', default=0.1),
@@ -433,7 +437,8 @@ def _run(module):
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain, legacy=legacy,
                   what='mooncake_master',
-                  port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)))
+                  port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
+                  step=p['container_step'])
 
 
 if __name__ == '__main__':

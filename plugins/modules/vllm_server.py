@@ -20,6 +20,9 @@ description:
   - The command line is built from structured parameters (model, served name, dtype, max model length, tensor
     parallel size, host, port, max batched tokens, memory utilization, C(--kv-transfer-config) from a dict) plus
     O(extra_args); the environment from O(env), O(visible_devices) and O(path_prepend).
+  - In a container, the container (its image, mounts, its own NPUs' device nodes, restart policy, the API key in
+    its environment) is made and kept by M(community.docker.docker_container), which the module's action plugin
+    runs with the definition this module renders; docker's restart policy keeps the instance running there.
   - systemd keeps it running. An instance that dies (killed, OOM, an NPU error) is restarted by systemd within a
     second, at a bounded rate (O(restart_limit_burst)); after a reboot the enabled unit starts it again, after the
     master unit of the same host.
@@ -490,6 +493,7 @@ def main():
             path_prepend=dict(type='dict', default={}),
             binary=dict(type='str', default='vllm'),
             container=dict(type='str'),
+            container_step=dict(type='str', choices=['render', 'gate']),
             state_dir=dict(type='path', default='/var/lib/ascend-kvpool/vllm'),
             stop_unlisted=dict(type='list', elements='str'),
             wait=dict(type='bool', default=True),
@@ -519,7 +523,7 @@ def _run(module):
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
     engine = Engine(module, backend_for(module, p['container']))
     unlisted = []
-    if p['stop_unlisted'] is not None:
+    if p['stop_unlisted'] is not None and p['container_step'] != 'gate':  # the gate step comes after the render
         unlisted = stop_unlisted(module, engine, p['stop_unlisted'], state_dir, p['stop_timeout'],
                                  p['poll_interval'])
     result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
@@ -575,7 +579,8 @@ def _run(module):
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=_vllm.main_error,
                   legacy=legacy_record(state_dir, p['name']),
                   what='vllm instance %s' % p['name'],
-                  port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
+                  port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None,
+                  step=p['container_step'])
 
 
 if __name__ == '__main__':

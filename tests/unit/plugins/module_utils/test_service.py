@@ -233,11 +233,12 @@ class FakeManager(_service.SystemdBackend):
         return 'INFO starting\nValueError: Unsupported connector type: NoSuchConnector\n'
 
 
-def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
+def fake_module(check=False):
+    """(module, out): an AnsibleModule whose exit_json / fail_json put their result into ``out`` and raise
+    SystemExit."""
     from ansible.module_utils import basic
     from ansible.module_utils.testing import patch_module_args
-    args = {'_ansible_check_mode': check}
-    with patch_module_args(args):
+    with patch_module_args({'_ansible_check_mode': check}):
         module = basic.AnsibleModule(argument_spec={}, supports_check_mode=True)
     out = {}
 
@@ -246,6 +247,11 @@ def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
         raise SystemExit(0)
     module.exit_json = leave
     module.fail_json = lambda **kw: leave(failed=True, **kw)
+    return module, out
+
+
+def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
+    module, out = fake_module(check)
     engine = _service.Engine(module, manager)
     with pytest.raises(SystemExit):
         engine.ensure(spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],

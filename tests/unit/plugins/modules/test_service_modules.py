@@ -280,3 +280,50 @@ def test_master_unit_spells_the_flags_of_the_declared_release(manager, capsys, v
         assert word in after, (word, after)
     for word in absent:
         assert word not in after, (word, after)
+
+
+# --- container mode: the module's two steps (the action plugin runs docker_container between them) ----------------
+
+@pytest.fixture
+def docker(monkeypatch):
+    from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service_docker import FakeDocker
+    made = {}
+
+    def backend_for(module, container=None):
+        made['be'] = FakeDocker(module, made.get('containers'))
+        return made['be']
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', backend_for)
+    return made
+
+
+def test_container_render_of_an_instance_keeps_the_key_out_and_names_its_npus(docker, capsys):
+    res = vllm(capsys, container='vllm-ascend', container_step='render', api_key=KEY, visible_devices=[2, 3],
+               tensor_parallel_size=2, binary='vllm')
+    definition = res['container_definition']
+    assert definition['name'] == 'kvpool-vllm-qwen-a' and definition['entrypoint'] == ['vllm']
+    assert definition['command'][:2] == ['serve', '/models/qwen']
+    assert definition['env']['ASCEND_RT_VISIBLE_DEVICES'] == '2,3'
+    assert [d.split(':')[1] for d in definition['devices']] == ['/dev/davinci2', '/dev/davinci3',
+                                                                '/dev/davinci_manager', '/dev/devmm_svm',
+                                                                '/dev/hisi_hdc']
+    assert res['container_secret_env'] == ['VLLM_API_KEY'] and KEY not in json.dumps(res)
+    assert res['unit'] == 'kvpool-vllm-qwen-a' and res['action'] == 'started' and not res['changed']
+
+
+def test_container_gate_skips_stop_unlisted_which_the_render_step_did(docker, capsys, monkeypatch):
+    seen = []
+    monkeypatch.setattr(vllm_server, 'stop_unlisted', lambda *a: seen.append(a) or [])
+    vllm(capsys, container='vllm-ascend', container_step='render', binary='vllm', stop_unlisted=['qwen-a'])
+    assert len(seen) == 1
+    res = vllm(capsys, container='vllm-ascend', container_step='gate', binary='vllm', stop_unlisted=['qwen-a'])
+    assert len(seen) == 1 and res['failed'] and 'does not exist after community.docker.docker_container' in res['msg']
+
+
+def test_master_container_render_gets_the_control_devices_only(manager, docker, capsys):
+    res = master(manager, capsys, container='vllm-ascend', container_step='render', binary='mooncake_master')
+    definition = res['container_definition']
+    assert definition['name'] == 'kvpool-mooncake-master' and definition['entrypoint'] == ['mooncake_master']
+    assert [d.split(':')[1] for d in definition['devices']] == ['/dev/davinci_manager', '/dev/devmm_svm',
+                                                                '/dev/hisi_hdc']
+    assert definition['restart_policy'] == 'on-failure' and definition['restart_retries'] == 5
