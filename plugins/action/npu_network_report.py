@@ -29,6 +29,7 @@ class ActionModule(ControllerReportAction):
         ping_seed=dict(type='int', default=0),
         ping_round=dict(type='int', default=0),
         facts_var=dict(type='str', default='npu_network_hccn'),
+        fail_on_error=dict(type='bool', default=False),
     )
 
     def report(self, result, args, task_vars):
@@ -57,7 +58,17 @@ class ActionModule(ControllerReportAction):
             except ValueError as e:
                 raise AnsibleActionFail(str(e)) from e
         report = npu_network_report(node_results, all_hosts, args['label'], coverage)
-        result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'])
+        result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'],
+                      findings=report['findings'], coverage=report['coverage'])
         if args['path']:
             result['path'] = self.write_report(args['path'], report, 'npu_network_report_path')
+        if not report['ok']:
+            # Judged here rather than by tasks after it: each task costs a play about 70 ms on every run.
+            if args['fail_on_error']:
+                where = ['report: ' + result['path']] if 'path' in result else []
+                result.update(failed=True, msg='\n'.join(report['summary'] + where))
+            else:
+                result.setdefault('warnings', []).append(
+                    '%d problem(s) found, listed in the summary; not failing (fail_on_error is false)'
+                    % len(report['findings']))
         return result

@@ -20,9 +20,6 @@ import os
 import socket
 import time
 
-from urllib.error import HTTPError
-from urllib.request import ProxyHandler, Request, build_opener
-
 
 def parse_status(status_text):
     """(state letter, live threads) of a /proc/<pid>/status text; (None, 0) when unreadable.
@@ -134,6 +131,11 @@ def http_status(url, timeout=1.0, headers=None):
 
     ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged.
     """
+    # Imported here: urllib.request pulls in http.client, ssl and email (~15 ms), which the filter plugins that
+    # import this file (through _mooncake) pay again in every forked Ansible worker and never use.
+    from urllib.error import HTTPError
+    from urllib.request import ProxyHandler, Request, build_opener
+
     opener = build_opener(ProxyHandler({}))
     sent = {'User-Agent': 'ascend.kvpool'}
     sent.update(headers or {})

@@ -62,6 +62,13 @@ options:
     description: C(sampled) only, the rotation round the pings used.
     type: int
     default: 0
+  fail_on_error:
+    description:
+      - When true and the report is not C(ok), the task fails after writing the report, with the summary lines
+        (and the report's path) as its message.
+      - When false, a report that is not C(ok) gives a warning and the task succeeds; the play reads RV(ok).
+    type: bool
+    default: false
   facts_var:
     description: Name of the host variable that holds each node's registered M(ascend.kvpool.hccn_facts) result
       (its findings, and the C(ips) the ping plan is derived from).
@@ -104,6 +111,15 @@ summary:
     - "NPU network verification: 2 node(s), 16 NPU(s), 16 cross-node ping(s): 1 problem(s)"
     - "ping plan same_index: 8 of 64 cross-node NPU pairs; every port pinged at least once"
     - "node2      npu3   link             link is DOWN | raw: link status: DOWN"
+findings:
+  description: The report's C(findings) (each with C(node), C(npu), C(check), C(message), C(raw)), as in RV(report).
+  returned: always
+  type: list
+  elements: dict
+coverage:
+  description: The report's C(coverage), as in RV(report); null without O(ping_strategy).
+  returned: always
+  type: dict
 path:
   description: Where the JSON report was written.
   returned: when O(path) is given

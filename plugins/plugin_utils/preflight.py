@@ -41,9 +41,18 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import (
     format_host_port,
     parse_mooncake_version,
 )
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import compare_versions
 
 GIB = 1073741824.0
+
+
+def compare_versions(a, b):
+    """:func:`vllm_plan.compare_versions`, imported on first use: vllm_plan (with _vllm) is large, and the filter
+    plugins that import this file pay its compile again in every forked Ansible worker."""
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import compare_versions as _compare
+
+    return _compare(a, b)
+
+
 CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated',
           'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl')
 

@@ -282,8 +282,12 @@ def _run_until_exit(cmd, env, port, timeout=60):
 def test_start_time_failures(mc_python, master, workdir, model_dir):
     """Every start-time failure: non-zero exit, the real-looking message, nothing ever listening."""
 
+    # Every case's files are written before any stand-in starts: _fail_case rewrites them all, and a rewrite
+    # while another case's stand-in reads its mooncake.json made that one fail on an empty file.
+    cases = dict((name, _fail_case(name, workdir, model_dir, master)) for name in FAIL_CASES)
+
     def one(name):
-        env_extra, args, message = _fail_case(name, workdir, model_dir, master)
+        env_extra, args, message = cases[name]
         port = free_port()
         cmd = [mc_python, str(VLLM), "serve"] + args
         cmd += ["--port", str(port), "--host", "127.0.0.1", "--sim-startup-s", "0"]

@@ -131,3 +131,36 @@ def test_an_unexpected_error_in_a_report_action_names_the_action_and_its_argumen
     assert res['failed'] and 'Traceback' in res['exception']
     assert res['msg'].startswith("ascend.kvpool.some_report failed unexpectedly (ZeroDivisionError: simulated bug) "
                                  "with the arguments label='lab'")
+
+
+BAD_HOSTVARS = {'node1': {'npu_network_node_result': {'npus': 8}},
+                'node2': {'npu_network_node_result': {'npus': 8, 'errors': [
+                    {'check': 'tool', 'message': 'hccn_tool not found', 'raw': ''}]}}}
+
+
+@pytest.mark.parametrize('fail_on_error', [True, False])
+def test_the_report_action_judges_the_report_it_wrote(monkeypatch, tmp_path, fail_on_error):
+    """A report that is not ok fails the task with the summary and the path, or warns: no task after it needed."""
+    task_vars = {'hostvars': BAD_HOSTVARS, 'ansible_play_hosts': ['node1', 'node2'],
+                 'ansible_play_hosts_all': ['node1', 'node2']}
+    path = tmp_path / 'npu_network.json'
+    res = run_report_action(monkeypatch, npu_network_action.ActionModule,
+                            {'path': str(path), 'fail_on_error': fail_on_error}, task_vars)
+    assert res['ok'] is False and json.loads(path.read_text())['ok'] is False     # written before judging
+    assert [(f['node'], f['check']) for f in res['findings']] == [('node2', 'tool')]
+    assert res['coverage'] is None
+    if fail_on_error:
+        assert res['failed'] is True and 'warnings' not in res
+        assert 'hccn_tool not found' in res['msg'] and res['msg'].endswith('report: %s' % path)
+        assert res['msg'].splitlines()[:len(res['summary'])] == res['summary']
+    else:
+        assert not res.get('failed')
+        assert res['warnings'] == ['1 problem(s) found, listed in the summary; not failing (fail_on_error is false)']
+
+
+def test_a_good_report_neither_fails_nor_warns(monkeypatch, tmp_path):
+    task_vars = {'hostvars': HOSTVARS, 'ansible_play_hosts': ['node1', 'node2'],
+                 'ansible_play_hosts_all': ['node1', 'node2']}
+    res = run_report_action(monkeypatch, npu_network_action.ActionModule,
+                            {'path': str(tmp_path / 'r.json'), 'fail_on_error': True}, task_vars)
+    assert res['ok'] and not res.get('failed') and 'warnings' not in res and res['findings'] == []
