@@ -923,22 +923,9 @@ class Engine(object):
                 result.update(state='stopped', pid=None)
             module.exit_json(**result)
 
-        started_recently = bool(status.get('started_mono')) and \
-            time.monotonic() - status['started_mono'] < ready_timeout
         if action == 'wait':
-            if not wait:
-                res = wait_until(gate(), 0, poll_interval)
-                result['health'] = 'healthy' if res['ready'] else 'unknown'
-                if res['ready']:
-                    result['ready_seconds'] = res['elapsed']
-                module.exit_json(**result)
-            deadline = status['started_mono'] + ready_timeout if started_recently else \
-                time.monotonic() + ready_timeout
-            res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
-            if res['ready']:
-                result.update(health='healthy', ready_seconds=round(time.monotonic() - status['started_mono'], 3)
-                              if started_recently else res['elapsed'])
-                module.exit_json(**result)
+            res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout,
+                                                       poll_interval)
             if res['died'] or started_recently:
                 # A start of this or an earlier task that did not become healthy: a failed start, not restarted.
                 self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
@@ -1077,30 +1064,42 @@ class Engine(object):
                 module.exit_json(**result)
             module.fail_json(msg='%s: %s does not exist after community.docker.docker_container ran'
                                  % (what, be.where(spec)), **result)
-        started_recently = bool(status.get('started_mono')) and \
-            time.monotonic() - status['started_mono'] < ready_timeout
         if not alive:
             # Exited, and docker's restart policy gave up (or the process exited 0): a failed start.
             self._fail_start(spec, {'died': True, 'pending': [], 'ready': False}, ready_timeout, result, log_lines,
                              explain, what, stop=False)
-        if not wait:
-            res = wait_until(gate(), 0, poll_interval)
-            result['health'] = 'healthy' if res['ready'] else 'unknown'
-            if res['ready']:
-                result['ready_seconds'] = res['elapsed']
-            module.exit_json(**result)
-        deadline = status['started_mono'] + ready_timeout if started_recently else time.monotonic() + ready_timeout
-        res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
-        if res['ready']:
-            result.update(health='healthy', pid=be.status(spec)['pid'],
-                          ready_seconds=round(time.monotonic() - status['started_mono'], 3)
-                          if started_recently else res['elapsed'])
-            module.exit_json(**result)
+        res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout, poll_interval,
+                                                   refresh_pid=True)
         if res['died'] or started_recently:
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(changed=True, action='restarted', health='unknown', container_restart=True,
                       reason='running but not healthy (%s)' % ', '.join(res['pending']))
         module.exit_json(**result)
+
+    def _gate_running(self, spec, status, result, gate, wait, ready_timeout, poll_interval, refresh_pid=False):
+        """The health gate of a service found running (both modes): exits the module when it is healthy.
+
+        ``wait=False`` polls once and exits (``health`` healthy or unknown). Otherwise it waits until
+        ``ready_timeout`` after the service's start when that was recent, else ``ready_timeout`` from now. Returns
+        ``(res, started_recently)`` of a gate that did not pass, for the caller to fail or restart.
+        """
+        started_recently = bool(status.get('started_mono')) and \
+            time.monotonic() - status['started_mono'] < ready_timeout
+        if not wait:
+            res = wait_until(gate(), 0, poll_interval)
+            result['health'] = 'healthy' if res['ready'] else 'unknown'
+            if res['ready']:
+                result['ready_seconds'] = res['elapsed']
+            self.module.exit_json(**result)
+        deadline = status['started_mono'] + ready_timeout if started_recently else time.monotonic() + ready_timeout
+        res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
+        if res['ready']:
+            result.update(health='healthy', ready_seconds=round(time.monotonic() - status['started_mono'], 3)
+                          if started_recently else res['elapsed'])
+            if refresh_pid:
+                result['pid'] = self.backend.status(spec)['pid']
+            self.module.exit_json(**result)
+        return res, started_recently
 
     def _gate(self, spec, gate, timeout, interval):
         def alive():
