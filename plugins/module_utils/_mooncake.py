@@ -276,3 +276,10 @@ def unknown_flag_hint(text):
         text = text.decode('utf-8', 'replace')
     m = _UNKNOWN_FLAG.search(text or '')
     return _NEWER_FLAGS.get(m.group(1)) if m else None
+
+
+def config_text(document):
+    """The text of ``mooncake.json`` for a document (a mapping): 4-space indent, the document's key order, a final
+    newline; the same bytes as the role's earlier ``to_nice_json(indent=4, sort_keys=false)`` template, so that a
+    node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold."""
+    return json.dumps(document, indent=4, separators=(',', ': ')) + '\n'

@@ -483,15 +483,15 @@ class SystemdBackend(_Backend):
 
     def apply(self, spec, text, secret, old_text, old_secret, restart):
         if secret is not None:
-            _write(secret_file(spec), secret, 0o600, 'secret environment file', dir_mode=0o700,
-                   option='the secrets directory')
+            write_file(secret_file(spec), secret, 0o600, 'secret environment file', dir_mode=0o700,
+                       option='the secrets directory')
         elif old_secret is not None:
             remove_file(secret_file(spec))
         # Enabled the way `systemctl enable` does it for WantedBy= (the link in the target's .wants directory),
         # without the daemon-reload enable runs on its own: one reload per changed unit, none for an unchanged one.
         linked = self.enable_link(spec)
         if text != old_text:
-            _write(self.unit_path(spec), text, 0o644, 'unit file')
+            write_file(self.unit_path(spec), text, 0o644, 'unit file')
         if text != old_text or linked:
             self.run([self.systemctl, 'daemon-reload'])
         self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
@@ -747,7 +747,7 @@ def read_text(path):
     return None if data is None else data.decode('utf-8', 'replace')
 
 
-def _write(path, text, mode, what, dir_mode=0o755, option=None):
+def write_file(path, text, mode, what, dir_mode=0o755, option=None):
     """Write ``text`` to ``path`` through a new temporary file (``O_EXCL | O_NOFOLLOW``: a link planted there is
     never followed) and a rename, which replaces a link at ``path`` instead of writing through it. The directory is
     checked first (``_validate.directory``: a file in its place, below a file, read-only, a link into /etc) and made

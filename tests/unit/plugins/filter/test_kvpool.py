@@ -112,7 +112,9 @@ def render(*cases):
 
 MASTER_TARGET = ('preflight/tasks/master_target.yml',
                  'Work out whether this node is the master and where the nodes reach it')
-MOONCAKE_MASTER = ('mooncake_config/tasks/preflight.yml', 'Derive the master address from the inventory')
+MOONCAKE_MASTER = ('mooncake_config/tasks/preflight.yml',
+                   'Derive the master address from the inventory, keep the sizes in bytes and assemble this node'
+                   "'s mooncake.json")
 
 
 def preflight_vars(**over):
@@ -181,11 +183,22 @@ def test_mooncake_config_size_check_names_its_variable():
     values = {'100GB': True, '100 GiB': True, 1073741824: True, '1536MB': False, '1.5GB': False, 'lots': False,
               0: False}
     got = render(*[case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
-                        variables={'item': {'key': 'local_buffer_size', 'value': value}}) for value in values])
+                        variables={'mooncake_config_global_segment_size': '1GB',
+                                   'mooncake_config_local_buffer_size': value}) for value in values])
     for (value, ok), result in zip(values.items(), got):
         assert all(result['that']) is ok, value
-        assert result['fail_msg'].startswith('node1: mooncake_config_local_buffer_size is %s, which is not a whole '
-                                             'number of GiB. Give bytes' % json.dumps(value))
+        if not ok:
+            assert result['fail_msg'].startswith('node1: mooncake_config_local_buffer_size is %s, which is not a '
+                                                 'whole number of GiB. Give bytes' % json.dumps(value))
+
+
+def test_mooncake_config_size_check_names_both_variables_when_both_are_wrong():
+    got, = render(case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
+                       variables={'mooncake_config_global_segment_size': '1.5GB',
+                                  'mooncake_config_local_buffer_size': 'lots'}))
+    assert got['that'] == [False]
+    assert got['fail_msg'].startswith('node1: mooncake_config_global_segment_size is "1.5GB" and '
+                                      'mooncake_config_local_buffer_size is "lots", which is not a whole number')
 
 
 MEMORY = ('mooncake_config/tasks/host_checks.yml', "Check that the pool's share fits in the host's memory")
@@ -210,24 +223,31 @@ def test_mooncake_config_memory_check_message():
 
 
 SEEDS = ('vllm_instance/tasks/preflight.yml',
-         'Check that PYTHONHASHSEED is identical on every node (else cross-node prefix hits never happen)')
+         'Check the instances (ports, NPUs, names, lookup_rpc_ports, TP size, version) and that PYTHONHASHSEED is the '
+         'same on every node')
 
 
-def planned(host, seed):
-    return {'vllm_instance_plan': {'host': host, 'instances': [{'name': 'vllm-8002', 'env': {'PYTHONHASHSEED': seed}}]}}
+def planned(host, seed, errors=()):
+    return {'vllm_instance_plan': {'host': host, 'errors': list(errors),
+                                   'instances': [{'name': 'vllm-8002', 'env': {'PYTHONHASHSEED': seed}}]}}
 
 
 def test_vllm_instance_hash_seed_check_lists_every_instance_and_the_fix():
     play = {'ansible_play_hosts': ['node1', 'node2', 'node3']}
     differ = {'npu_nodes': {'node1': planned('node1', '0'), 'node2': planned('node2', '1'), 'node3': {}}}
     same = {'npu_nodes': {'node1': planned('node1', '0'), 'node2': planned('node2', '0'), 'node3': {}}}
-    got, agree = render(case(*SEEDS, keys=['that', 'fail_msg'], variables=play, groups=differ, host='node1'),
-                        case(*SEEDS, keys=['that'], variables=play, groups=same, host='node1'))
-    assert got['that'] == [False]
+    mine = {'npu_nodes': {'node1': planned('node1', '0', ['port 8002 is used by both']),
+                          'node2': planned('node2', '1')}}
+    got, agree, own = render(case(*SEEDS, keys=['that', 'fail_msg'], variables=play, groups=differ, host='node1'),
+                             case(*SEEDS, keys=['that'], variables=play, groups=same, host='node1'),
+                             case(*SEEDS, keys=['that', 'fail_msg'], variables=play, groups=mine, host='node1'))
+    assert got['that'] == [True, False]
+    # the plan's own errors come first (the seeds are judged once the plan is sound)
+    assert own['that'] == [False, False] and own['fail_msg'] == ['port 8002 is used by both']
     assert got['fail_msg'].startswith('PYTHONHASHSEED differs between the instances of the play: '
                                       'node1/vllm-8002=0; node2/vllm-8002=1. ')
     assert 'Set vllm_instance_python_hash_seed (and any PYTHONHASHSEED in vllm_instance_environment)' in got['fail_msg']
-    assert agree['that'] == [True]
+    assert agree['that'] == [True, True]
 
 
 PREFLIGHT_SETTINGS = ('preflight/tasks/validate.yml', 'Check the pre-flight settings')
@@ -254,3 +274,35 @@ def test_preflight_hugepages_and_extra_ports_are_checked():
                    for hugepages, ports, _ok in cases])
     for (hugepages, ports, ok), result in zip(cases, got):
         assert all(result['that']) is ok, (hugepages, ports)
+
+
+MASTER_SETTINGS = ('mooncake_master/tasks/preflight.yml', "Check the master's ports, eviction ratios and HA settings")
+
+
+def master_settings(**over):
+    out = {'mooncake_master_port': 50088, 'mooncake_master_metrics_port': 9003,
+           'mooncake_master_eviction_high_watermark_ratio': 0.95, 'mooncake_master_eviction_ratio': 0.05,
+           'mooncake_master_enable_ha': False, 'mooncake_master_etcd_endpoints': [], 'mooncake_master_rpc_address': ''}
+    out.update(over)
+    return out
+
+
+def test_mooncake_master_settings_check_names_what_is_wrong():
+    cases = [master_settings(), master_settings(mooncake_master_port=9003), master_settings(mooncake_master_port=0),
+             master_settings(mooncake_master_eviction_ratio=1.5), master_settings(mooncake_master_enable_ha=True),
+             master_settings(mooncake_master_enable_ha=True, mooncake_master_etcd_endpoints=['e1:2379'],
+                             mooncake_master_rpc_address='10.0.0.11'),
+             master_settings(mooncake_master_port=70000, mooncake_master_enable_ha=True)]
+    got = render(*[case(*MASTER_SETTINGS, keys=['that', 'fail_msg'], variables=v, groups=NODE1, host='node1')
+                   for v in cases])
+    assert [all(r['that']) for r in got] == [True, False, False, False, False, True, False]
+    ports = 'must be two different ports 1-65535'
+    ha = ('mooncake_master_enable_ha is true, so mooncake_master_etcd_endpoints (now []) must list the etcd '
+          'endpoints (host:port) and mooncake_master_rpc_address (now \'\') must be this node\'s address. Set both, or '
+          'turn HA off.')
+    assert got[1]['fail_msg'].startswith('node1: mooncake_master_port (9003) and mooncake_master_metrics_port (9003) '
+                                         + ports)
+    assert ports in got[3]['fail_msg'] and ha not in got[3]['fail_msg']
+    assert got[4]['fail_msg'] == 'node1: ' + ha
+    assert ports not in got[4]['fail_msg']
+    assert ports in got[6]['fail_msg'] and ha in got[6]['fail_msg']

@@ -172,11 +172,12 @@ GUARD_PARAMS = {
     'hccn_ping': {'targets': [{'device': 0, 'address': '10.0.0.1'}]},
     'vllm_server': {'name': 'i1', 'model': '/m', 'port': 8002, 'api_key': 'sk-guarded'},
     'mooncake_store_probe': {'mode': 'put', 'key': 'k1', 'local_hostname': '10.0.0.1'},
+    'mooncake_config_file': {'path': '/etc/ascend-kvpool/mooncake.json', 'config': {'protocol': 'tcp'}},
 }
 
 
 @pytest.mark.parametrize('name', ['hccn_facts', 'hccn_ping', 'npu_smi_facts', 'preflight_facts', 'vllm_server',
-                                  'mooncake_master', 'mooncake_store_probe'])
+                                  'mooncake_master', 'mooncake_store_probe', 'mooncake_config_file'])
 def test_every_module_runs_under_the_guard(capsys, monkeypatch, name):
     import importlib
     mod = importlib.import_module('ansible_collections.ascend.kvpool.plugins.modules.%s' % name)

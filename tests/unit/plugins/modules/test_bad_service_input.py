@@ -324,7 +324,7 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(monkeypat
     (tmp_path / 'secrets').mkdir()
     path = tmp_path / 'secrets' / 'kvpool-vllm-a.env'
     os.symlink(str(target), '%s.tmp.%d' % (path, os.getpid()))
-    _service._write(str(path), 'VLLM_API_KEY=k\n', 0o600, 'secret environment file', option='the secrets directory')
+    _service.write_file(str(path), 'VLLM_API_KEY=k\n', 0o600, 'secret environment file', option='the secrets directory')
     assert target.read_text() == 'keep me' and path.read_text() == 'VLLM_API_KEY=k\n'
     assert oct(path.stat().st_mode & 0o777) == '0o600' and sorted(os.listdir(str(tmp_path / 'secrets'))) == [
         'kvpool-vllm-a.env']

@@ -1,0 +1,166 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mooncake_config_file
+short_description: Write a node's mooncake.json in one round trip, and tell whether the pool's proof is there
+version_added: 0.2.0
+description:
+  - Writes O(config) as the JSON of C(mooncake.json) (4-space indent, the keys in the order given, a final newline)
+    to O(path) when the file's text differs, through a temporary file and a rename. The directory is made
+    (mode O(directory_mode)) when it is missing.
+  - One module call replaces the three round trips of C(ansible.builtin.file) for the directory and
+    C(ansible.builtin.template) (its C(stat), then its C(file) for the mode) that the role
+    C(ascend.kvpool.mooncake_config) used before; a node written by that template is left unchanged (the same
+    bytes).
+  - With O(proof), also reports whether that file exists (RV(proof_exists)). The role passes the record of its pool
+    probe, C(mooncake_config_probe_marker), so that C(site.yml) needs no separate C(stat) to decide whether to probe
+    the pool again.
+  - Refuses a path that is not absolute, a directory in the place of the file, a directory below a file, and a
+    read-only filesystem, naming the path; nothing is left half-written.
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+options:
+  path:
+    description: Absolute path of C(mooncake.json) on the node.
+    type: path
+    required: true
+  config:
+    description:
+      - The document (C(metadata_server), C(protocol), C(device_name), C(master_server_address),
+        C(global_segment_size), C(local_buffer_size), ...). Written as given; the role checks the values.
+    type: dict
+    required: true
+  mode:
+    description: Mode of the file (octal string). It is world-readable by default, as vllm-ascend reads it.
+    type: str
+    default: '0644'
+  directory_mode:
+    description: Mode of the directory when the module makes it (an existing directory keeps its mode).
+    type: str
+    default: '0755'
+  proof:
+    description: A file whose existence the module reports as RV(proof_exists) (read only, never written here).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the file would change, and the diff, without writing.
+  diff_mode:
+    support: full
+    description: The old and the new text of the file.
+  idempotent:
+    support: full
+    description: A second run with the same O(config) changes nothing.
+seealso:
+  - module: ansible.builtin.template
+"""
+
+EXAMPLES = r"""
+- name: Write mooncake.json
+  ascend.kvpool.mooncake_config_file:
+    path: /etc/ascend-kvpool/mooncake.json
+    config:
+      metadata_server: P2PHANDSHAKE
+      protocol: ascend
+      device_name: ""
+      master_server_address: 90.90.100.188:50088
+      global_segment_size: 107374182400
+      local_buffer_size: 10737418240
+    proof: /etc/ascend-kvpool/mooncake.json.proven
+  register: written
+"""
+
+RETURN = r"""
+path:
+  description: The file written (or that would be).
+  returned: always
+  type: str
+  sample: /etc/ascend-kvpool/mooncake.json
+text:
+  description: The text of the file as it is after the run (as it would be, in check mode).
+  returned: always
+  type: str
+proof_exists:
+  description: Whether O(proof) exists on the node; false when O(proof) is not given.
+  returned: always
+  type: bool
+"""
+
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import config_text
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import read_bytes, write_file
+
+
+def _mode(module, name):
+    text = module.params[name]
+    try:
+        value = int(str(text), 8)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0o7777:
+        raise KvpoolError('%s is %r, which is not an octal file mode: give a string such as "0644"' % (name, text))
+    return value
+
+
+def _run(module):
+    path = module.params['path']
+    if not os.path.isabs(path):
+        raise KvpoolError('path is %r, which is not an absolute path: give the full path of mooncake.json, for example '
+                          '/etc/ascend-kvpool/mooncake.json' % path)
+    if os.path.isdir(path):
+        raise KvpoolError('path %s is a directory: give the path of the file mooncake.json in it' % path)
+    mode = _mode(module, 'mode')
+    dir_mode = _mode(module, 'directory_mode')
+    try:
+        text = config_text(module.params['config'])
+    except (TypeError, ValueError) as exc:
+        raise KvpoolError('config cannot be written as JSON (%s): give strings, numbers, booleans, lists and '
+                          'mappings only' % exc) from exc
+
+    old = read_bytes(path)
+    old_text = None if old is None else old.decode('utf-8', 'replace')
+    try:
+        old_mode = stat.S_IMODE(os.stat(path).st_mode) if old is not None else None
+    except OSError:
+        old_mode = None
+    changed = old_text != text or old_mode != mode
+    if changed and not module.check_mode:
+        write_file(path, text, mode, 'mooncake.json', dir_mode=dir_mode)
+    proof = module.params['proof']
+    result = dict(changed=changed, path=path, text=text, proof_exists=bool(proof) and os.path.exists(proof))
+    if module._diff:
+        result['diff'] = dict(before=old_text or '', after=text, before_header=path, after_header=path)
+    module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            config=dict(type='dict', required=True),
+            mode=dict(type='str', default='0644'),
+            directory_mode=dict(type='str', default='0755'),
+            proof=dict(type='path'),
+        ),
+        supports_check_mode=True,
+    )
+    _errors.guard(module, _run, module)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,114 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""ascend.kvpool.mooncake_config_file: the write of mooncake.json as an operator sees it (the file, its mode, the
+changed flag, check mode and diff), the same bytes as the earlier template, and bad input named."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible.plugins.filter.core import to_nice_json
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import config_text
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_config_file
+
+DOC = {'metadata_server': 'P2PHANDSHAKE', 'protocol': 'ascend', 'device_name': '',
+       'master_server_address': '90.90.100.188:50088', 'global_segment_size': 107374182400,
+       'local_buffer_size': 1073741824, 'local_hostname': '90.90.100.189'}
+
+
+def run(capsys, check_mode=False, diff=False, **params):
+    params = dict(params, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            mooncake_config_file.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_writes_the_file_and_its_directory_then_changes_nothing(capsys, tmp_path):
+    path = tmp_path / 'etc' / 'ascend-kvpool' / 'mooncake.json'
+    first = run(capsys, path=str(path), config=DOC)
+    assert first['changed'] and not first.get('failed'), first
+    assert json.loads(path.read_text()) == DOC
+    assert list(json.loads(path.read_text())) == list(DOC)  # the document's key order
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 and stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+    again = run(capsys, path=str(path), config=DOC)
+    assert again['changed'] is False and again['text'] == path.read_text()
+    assert not [p for p in os.listdir(str(path.parent)) if p != 'mooncake.json']  # no temporary file left
+
+
+def test_the_text_is_the_earlier_templates_bytes(tmp_path):
+    # the role wrote it with a template (removed) of "{{ doc | to_nice_json(indent=4, sort_keys=false) }}" and a newline
+    assert config_text(DOC) == to_nice_json(DOC, indent=4, sort_keys=False) + '\n'
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                       max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=12), JSON_VALUES, max_size=8))
+def test_config_text_is_json_of_the_document_with_one_final_newline(doc):
+    text = config_text(doc)
+    assert text.endswith('}\n') and not text.endswith('\n\n')
+    assert json.loads(text) == doc
+    assert text == to_nice_json(doc, indent=4, sort_keys=False) + '\n'
+
+
+def test_a_changed_value_or_mode_is_written_and_diffed(capsys, tmp_path):
+    path = tmp_path / 'mooncake.json'
+    run(capsys, path=str(path), config=DOC)
+    changed = run(capsys, diff=True, path=str(path), config=dict(DOC, protocol='tcp'))
+    assert changed['changed'] and '"protocol": "ascend"' in changed['diff']['before']
+    assert '"protocol": "tcp"' in changed['diff']['after'] and json.loads(path.read_text())['protocol'] == 'tcp'
+    path.chmod(0o600)
+    assert run(capsys, path=str(path), config=dict(DOC, protocol='tcp'))['changed']
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_check_mode_reports_the_change_and_writes_nothing(capsys, tmp_path):
+    path = tmp_path / 'new' / 'mooncake.json'
+    res = run(capsys, check_mode=True, diff=True, path=str(path), config=DOC)
+    assert res['changed'] and res['diff']['before'] == '' and json.loads(res['diff']['after']) == DOC
+    assert not path.parent.exists()
+
+
+def test_the_proof_is_reported_and_never_written(capsys, tmp_path):
+    path, proof = tmp_path / 'mooncake.json', tmp_path / 'mooncake.json.proven'
+    assert run(capsys, path=str(path), config=DOC, proof=str(proof))['proof_exists'] is False
+    assert not proof.exists()
+    proof.write_text('pool proven\n')
+    assert run(capsys, path=str(path), config=DOC, proof=str(proof))['proof_exists'] is True
+    assert run(capsys, path=str(path), config=DOC)['proof_exists'] is False  # no proof asked for
+
+
+@pytest.mark.parametrize('params, needle', [
+    ({'path': 'mooncake.json'}, "path is 'mooncake.json', which is not an absolute path"),
+    ({'mode': '0999'}, 'mode is \'0999\', which is not an octal file mode'),
+    ({'directory_mode': 'rwx'}, "directory_mode is 'rwx', which is not an octal file mode"),
+])
+def test_bad_options_are_named(capsys, tmp_path, params, needle):
+    res = run(capsys, **dict({'path': str(tmp_path / 'mooncake.json'), 'config': DOC}, **params))
+    assert res['failed'] and needle in res['msg'], res
+    assert not (tmp_path / 'mooncake.json').exists()
+
+
+def test_a_directory_at_the_path_or_a_file_above_it_is_named(capsys, tmp_path):
+    (tmp_path / 'mooncake.json').mkdir()
+    res = run(capsys, path=str(tmp_path / 'mooncake.json'), config=DOC)
+    assert res['failed'] and 'is a directory: give the path of the file mooncake.json' in res['msg']
+    (tmp_path / 'afile').write_text('x')
+    res = run(capsys, path=str(tmp_path / 'afile' / 'mooncake.json'), config=DOC)
+    assert res['failed'] and 'afile is a file, not a directory: remove it or choose another' in res['msg'], res
+    assert (tmp_path / 'afile').read_text() == 'x'
