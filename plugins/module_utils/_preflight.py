@@ -2,7 +2,8 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pure parsers of the host facts the pre-flight checks read (``/proc/meminfo``, ``/proc/net/tcp{,6}``).
+"""Pure parsers of the host facts the pre-flight checks read (``/proc/meminfo``, ``/proc/net/tcp{,6}``, the
+ephemeral port range and its reserved ports).
 
 Everything here takes text and returns data, so it is unit-tested over recorded outputs; the module
 ``preflight_facts`` does the reading.
@@ -70,6 +71,96 @@ def socket_inode(link):
 def wildcard(address):
     """Whether a listen address is every interface (``0.0.0.0`` or ``::``)."""
     return address in ('0.0.0.0', '::')
+
+
+def parse_net_tcp_port(text, port):
+    """``/proc/net/tcp{,6}`` -> every socket whose local port is ``port``, in any state:
+    [{'local', 'remote', 'state'}] with ``state`` as ``ss`` names it (``LISTEN``, ``TIME-WAIT``, ``ESTAB``, ...).
+    A listener cannot bind a port that an outgoing connection of the node holds, in any state but ``CLOSE``."""
+    out = []
+    for line in (text or '').splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4 or ':' not in fields[1] or ':' not in fields[2]:
+            continue
+        try:
+            laddr, lport = fields[1].rsplit(':', 1)
+            raddr, rport = fields[2].rsplit(':', 1)
+            if int(lport, 16) != port:
+                continue
+            out.append({'local': '%s:%d' % (_hex_address(laddr), int(lport, 16)),
+                        'remote': '%s:%d' % (_hex_address(raddr), int(rport, 16)),
+                        'state': TCP_STATES.get(fields[3].upper(), fields[3])})
+        except ValueError:
+            continue
+    return out
+
+
+# The states of include/net/tcp_states.h, as ss prints them.
+TCP_STATES = {'01': 'ESTAB', '02': 'SYN-SENT', '03': 'SYN-RECV', '04': 'FIN-WAIT-1', '05': 'FIN-WAIT-2',
+              '06': 'TIME-WAIT', '07': 'CLOSE', '08': 'CLOSE-WAIT', '09': 'LAST-ACK', '0A': 'LISTEN',
+              '0B': 'CLOSING', '0C': 'NEW-SYN-RECV'}
+
+
+def parse_port_range(text):
+    """``/proc/sys/net/ipv4/ip_local_port_range`` (``32768<TAB>60999``) -> [first, last], or None when unreadable."""
+    parts = (text or '').split()
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    first, last = int(parts[0]), int(parts[1])
+    return [first, last] if 0 < first <= last <= 65535 else None
+
+
+def parse_reserved_ports(text):
+    """``/proc/sys/net/ipv4/ip_local_reserved_ports`` (``50088,8000-8010`` or empty) -> [[first, last], ...];
+    the parts that are not a port or a range are left out."""
+    out = []
+    for part in (text or '').strip().split(','):
+        first, _, last = part.strip().partition('-')
+        last = last or first
+        if first.isdigit() and last.isdigit() and 0 < int(first) <= int(last) <= 65535:
+            out.append([int(first), int(last)])
+    return out
+
+
+def ephemeral_unreserved(port, port_range, reserved):
+    """Whether ``port`` lies in the ephemeral range and no reserved range holds it: then any outgoing connection
+    of the node may take it as its local port (and keep it through TIME-WAIT), and a service binding it fails."""
+    if not port_range or not port_range[0] <= port <= port_range[1]:
+        return False
+    return not any(first <= port <= last for first, last in reserved or [])
+
+
+def reserved_ports_text(reserved, ports):
+    """The value of ``net.ipv4.ip_local_reserved_ports`` that keeps ``reserved`` and adds ``ports``
+    (``8000-8010,50088``)."""
+    ranges = sorted([list(r) for r in reserved or []] + [[p, p] for p in ports])
+    merged = []
+    for first, last in ranges:
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return ','.join(str(a) if a == b else '%d-%d' % (a, b) for a, b in merged)
+
+
+def port_held_hint(port, sockets, port_range=None, reserved=None):
+    """What a failed start adds when connections of the node hold the service's ``port`` (``sockets`` as
+    :func:`parse_net_tcp_port` gives them; listeners are left to the port checks): '' when none does."""
+    held = [s for s in sockets or [] if s.get('state') not in ('LISTEN', 'CLOSE')]
+    if not held:
+        return ''
+    shown = ', '.join('%s %s -> %s' % (s['state'], s['local'], s['remote']) for s in held[:3])
+    more = ' and %d more' % (len(held) - 3) if len(held) > 3 else ''
+    text = ('port %d is held by %d connection(s) of this node (%s%s), so the service cannot bind it'
+            % (port, len(held), shown, more))
+    if ephemeral_unreserved(port, port_range, reserved):
+        value = reserved_ports_text(reserved, [port])
+        text += ('; the port is inside the ephemeral port range %d-%d and not reserved. Fix: sysctl -w '
+                 'net.ipv4.ip_local_reserved_ports=%s (and the same in a file of /etc/sysctl.d/), then start it '
+                 'again once those connections are gone (TIME-WAIT lasts 60 s)' % (port_range[0], port_range[1], value))
+    else:
+        text += '. Fix: start it again once those connections are gone (TIME-WAIT lasts 60 s), or choose another port'
+    return text
 
 
 # --- Ascend software versions, glibc ------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ The collection no longer supervises processes itself (no pid files, no signals t
 systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``parse_status``,
 ``stat_fields``, ``parse_cmdline``, ``cmdline_matches``: also used to recognise a process of the old layout),
 trims logs (``tail_text``) and polls readiness briskly with an overall timeout (``tcp_open``, ``http_status``,
-``wait_until``). The polls run from the module's own process, in the host's network namespace: a service container
+``wait_until``); ``split_target`` and ``try_connect`` check a ``host:port`` target once, with the error text. The
+polls run from the module's own process, in the host's network namespace: a service container
 shares the host network, so its ports are probed where they bind.
 """
 
@@ -124,6 +125,31 @@ def tcp_open(host, port, timeout=0.5):
     except (OSError, socket.error):
         pass
     return True
+
+
+def split_target(target):
+    """'host:port' or '[v6]:port' -> (host, port); ValueError when malformed."""
+    host, sep, port = target.rpartition(':')
+    # getaddrinfo wraps a port over 65535 (70000 -> 4464), so an out-of-range port would probe another port.
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(target)
+    return host.strip('[]'), int(port)
+
+
+def try_connect(target, timeout):
+    """One TCP connection to ``target`` within ``timeout`` seconds: ``ok``, ``error`` (empty when it connected; the
+    socket's text, such as ``[Errno 111] Connection refused`` or ``timed out``) and ``ms``."""
+    t0 = time.time()
+    try:
+        host, port = split_target(target)
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.close()
+        error = ''
+    except ValueError:
+        error = 'not host:port'
+    except (socket.error, OSError) as exc:
+        error = str(exc) or exc.__class__.__name__
+    return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
 
 
 def http_status(url, timeout=1.0, headers=None):

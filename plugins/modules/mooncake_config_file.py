@@ -24,6 +24,10 @@ description:
   - With O(proof), also reports whether that file exists (RV(proof_exists)). The role passes the record of its pool
     probe, C(mooncake_config_probe_marker), so that C(site.yml) needs no separate C(stat) to decide whether to probe
     the pool again.
+  - With O(master), first opens one TCP connection to the master's RPC port from the node, and fails naming the
+    master and the fix when none is accepted within O(connect_timeout), before anything is written (in check mode
+    too, as it only reads). C(site.yml) uses it after the master phase, so that no instance starts against a master
+    its node cannot reach, without a play of its own for the check.
   - Refuses a path that is not absolute, a directory in the place of the file, a directory below a file, and a
     read-only filesystem, naming the path; nothing is left half-written.
 author:
@@ -50,6 +54,17 @@ options:
   proof:
     description: A file whose existence the module reports as RV(proof_exists) (read only, never written here).
     type: path
+  master:
+    description:
+      - C(host:port) (C([v6]:port) for IPv6) of the Mooncake master's RPC port to connect to before writing, as in
+        the document's C(master_server_address). Not checked when empty (HA masters behind etcd are not a
+        C(host:port)).
+    type: str
+    default: ''
+  connect_timeout:
+    description: Seconds to wait for the connection to O(master) (more than 0, at most 60).
+    type: float
+    default: 3.0
 attributes:
   check_mode:
     support: full
@@ -76,6 +91,7 @@ EXAMPLES = r"""
       global_segment_size: 107374182400
       local_buffer_size: 10737418240
     proof: /etc/ascend-kvpool/mooncake.json.proven
+    master: 90.90.100.188:50088   # fail before writing when this node cannot reach the master
   register: written
 """
 
@@ -93,6 +109,11 @@ proof_exists:
   description: Whether O(proof) exists on the node; false when O(proof) is not given.
   returned: always
   type: bool
+master_connect:
+  description: The connection to O(master) (C(ok), C(error) empty when it connected, C(ms)); empty without O(master).
+  returned: always
+  type: dict
+  sample: {"ok": true, "error": "", "ms": 0.4}
 """
 
 import os
@@ -103,6 +124,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import config_text
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import read_bytes, write_file
 
 
@@ -115,6 +137,28 @@ def _mode(module, name):
     if not 0 <= value <= 0o7777:
         raise KvpoolError('%s is %r, which is not an octal file mode: give a string such as "0644"' % (name, text))
     return value
+
+
+def reach_master(target, timeout):
+    """The connection to the master's ``host:port`` (``{}`` without a target); KvpoolError naming the fix when it is
+    malformed or refused."""
+    if not target:
+        return {}
+    try:
+        host, port = split_target(target)
+    except ValueError as exc:
+        raise KvpoolError('master is %r, which is not host:port: give the master\'s RPC address as in '
+                          'master_server_address, for example 90.90.100.188:50088 ([v6]:port for IPv6)'
+                          % target) from exc
+    if not 0 < timeout <= 60:
+        raise KvpoolError('connect_timeout is %s: give a number of seconds above 0 and at most 60' % timeout)
+    result = try_connect(target, timeout)
+    if not result['ok']:
+        raise KvpoolError('cannot reach the Mooncake master at %s: %s (within %.1f s), so mooncake.json was not '
+                          'written. Fix: check that mooncake_master runs on %s and listens on an address this node '
+                          'reaches (mooncake_master_rpc_address), and that no firewall blocks port %d.'
+                          % (target, result['error'], timeout, host, port))
+    return result
 
 
 def _run(module):
@@ -132,6 +176,7 @@ def _run(module):
         raise KvpoolError('config cannot be written as JSON (%s): give strings, numbers, booleans, lists and '
                           'mappings only' % exc) from exc
 
+    reached = reach_master(module.params['master'], module.params['connect_timeout'])
     old = read_bytes(path)
     old_text = None if old is None else old.decode('utf-8', 'replace')
     try:
@@ -142,7 +187,8 @@ def _run(module):
     if changed and not module.check_mode:
         write_file(path, text, mode, 'mooncake.json', dir_mode=dir_mode)
     proof = module.params['proof']
-    result = dict(changed=changed, path=path, text=text, proof_exists=bool(proof) and os.path.exists(proof))
+    result = dict(changed=changed, path=path, text=text, proof_exists=bool(proof) and os.path.exists(proof),
+                  master_connect=reached)
     if module._diff:
         result['diff'] = dict(before=old_text or '', after=text, before_header=path, after_header=path)
     module.exit_json(**result)
@@ -156,6 +202,8 @@ def main():
             mode=dict(type='str', default='0644'),
             directory_mode=dict(type='str', default='0755'),
             proof=dict(type='path'),
+            master=dict(type='str', default=''),
+            connect_timeout=dict(type='float', default=3.0),
         ),
         supports_check_mode=True,
     )

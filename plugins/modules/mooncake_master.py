@@ -290,7 +290,7 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
@@ -301,6 +301,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     backend_for,
     check_service_params,
     find_binary,
+    read_bytes,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
@@ -310,10 +311,30 @@ LEGACY_PID = 'mooncake_master.pid'
 LEGACY_SETTINGS = 'settings.json'
 
 
-def explain(log):
-    errors = _mooncake.log_errors(log)
-    hint = _mooncake.unknown_flag_hint(log)
-    return '; '.join(([errors[-1]] if errors else []) + ([hint] if hint else []))
+def _read(path):
+    return (read_bytes(path) or b'').decode('utf-8', 'replace')
+
+
+def port_hint(port):
+    """Whether connections of this node hold ``port`` (read from ``/proc/net/tcp{,6}`` after a failed start). The
+    master exits with status 1 and no message when it cannot bind its RPC port; the guide's 50088 lies in Linux's
+    default ephemeral range, so any outgoing connection can take it (and keeps it through TIME-WAIT)."""
+    sockets = (_preflight.parse_net_tcp_port(_read('/proc/net/tcp'), port)
+               + _preflight.parse_net_tcp_port(_read('/proc/net/tcp6'), port))
+    return _preflight.port_held_hint(
+        port, sockets, _preflight.parse_port_range(_read('/proc/sys/net/ipv4/ip_local_port_range')),
+        _preflight.parse_reserved_ports(_read('/proc/sys/net/ipv4/ip_local_reserved_ports')))
+
+
+def explainer(port):
+    """The ``explain`` of a failed start: the last error line of the log, the hint for an unknown flag, and who
+    holds the RPC port (None: HA masters are not checked for it)."""
+    def explain(log):
+        errors = _mooncake.log_errors(log)
+        hint = _mooncake.unknown_flag_hint(log)
+        held = port_hint(port) if port else ''
+        return '; '.join(([errors[-1]] if errors else []) + ([hint] if hint else []) + ([held] if held else []))
+    return explain
 
 
 def check_params(module):
@@ -435,7 +456,8 @@ def _run(module):
 
     engine = Engine(module, backend_for(module, p['container']))
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain, legacy=legacy,
+                  poll_interval=p['poll_interval'], log_lines=p['log_lines'],
+                  explain=explainer(None if p['enable_ha'] else p['port']), legacy=legacy,
                   what='mooncake_master',
                   port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
                   step=p['container_step'])

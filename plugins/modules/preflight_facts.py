@@ -15,7 +15,8 @@ short_description: Read what the KV pool pre-flight checks need from a node in o
 version_added: 0.2.0
 description:
   - Reads the node's memory (C(/proc/meminfo)), who listens on the given TCP ports (C(/proc/net/tcp),
-    C(/proc/net/tcp6) and the owning process's command line), the given model directories, whether TCP
+    C(/proc/net/tcp6) and the owning process's command line), the ephemeral port range and the ports reserved from
+    it (C(net.ipv4.ip_local_port_range), C(net.ipv4.ip_local_reserved_ports)), the given model directories, whether TCP
     connections to the given C(host:port) targets succeed, the container runtime and images, the node's
     wall clock and, with O(npu_smi=true), the NPUs as M(ascend.kvpool.npu_smi_facts) reads them.
   - The action plugin of the same name brackets the module with the controller's clock, so the result
@@ -143,6 +144,15 @@ ports:
   type: dict
   sample:
     "8002": {listening: true, address: "90.90.100.188", pid: 4242, cmdline: [python3, /usr/local/bin/vllm, serve]}
+ephemeral:
+  description:
+    - C(range), the first and last port the kernel gives outgoing connections (C(net.ipv4.ip_local_port_range);
+      null when unreadable), and C(reserved), the ranges left out of it (C(net.ipv4.ip_local_reserved_ports)).
+    - A service port inside the range and not reserved can be taken by any outgoing connection of the node, and a
+      listener then cannot bind it until that connection's TIME-WAIT ends.
+  returned: always
+  type: dict
+  sample: {range: [32768, 60999], reserved: [[50088, 50088]]}
 paths:
   description: Per path, C(exists), C(is_dir), C(config) and C(size_bytes) (null unless summed).
   returned: always
@@ -192,6 +202,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
 
@@ -284,29 +295,6 @@ def inspect_path(path, sizes):
     return info
 
 
-def split_target(target):
-    """'host:port' or '[v6]:port' -> (host, port); ValueError when malformed."""
-    host, sep, port = target.rpartition(':')
-    # getaddrinfo wraps a port over 65535 (70000 -> 4464), so an out-of-range port would probe another port.
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(target)
-    return host.strip('[]'), int(port)
-
-
-def try_connect(target, timeout):
-    t0 = time.time()
-    try:
-        host, port = split_target(target)
-        sock = socket.create_connection((host, port), timeout=timeout)
-        sock.close()
-        error = ''
-    except ValueError:
-        error = 'not host:port'
-    except (socket.error, OSError) as exc:
-        error = str(exc) or exc.__class__.__name__
-    return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
-
-
 def container_facts(module, runtime, images):
     # The runtime is always looked up: a null runtime must mean "not on PATH", never "not looked for".
     path = module.get_bin_path(runtime)
@@ -377,6 +365,10 @@ def main():
     _errors.guard(module, _run, module)
 
 
+PORT_RANGE = '/proc/sys/net/ipv4/ip_local_port_range'
+RESERVED_PORTS = '/proc/sys/net/ipv4/ip_local_reserved_ports'
+
+
 def _run(module):
     """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
@@ -403,6 +395,8 @@ def _run(module):
             changed=False,
             hostname=socket.gethostname(),
             memory=_preflight.parse_meminfo(read_text('/proc/meminfo')),
+            ephemeral=dict(range=_preflight.parse_port_range(read_text(PORT_RANGE)),
+                           reserved=_preflight.parse_reserved_ports(read_text(RESERVED_PORTS))),
             epoch=epoch,
             ports=ports.result(),
             paths=dict((path, f.result()) for path, f in paths),

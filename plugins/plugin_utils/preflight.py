@@ -41,6 +41,10 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import (
     format_host_port,
     parse_mooncake_version,
 )
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
+    ephemeral_unreserved,
+    reserved_ports_text,
+)
 
 GIB = 1073741824.0
 
@@ -54,7 +58,7 @@ def compare_versions(a, b):
 
 
 CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated',
-          'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl')
+          'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl', 'ephemeral_ports')
 
 
 def _finding(host, check, finding, fix, severity='error'):
@@ -502,7 +506,7 @@ def preflight_findings(records, settings=None):
     per_node = [('npu', check_npus), ('memory', check_memory), ('port', check_ports), ('container', check_container),
                 ('deprecated', check_deprecated), ('versions', check_versions), ('glibc', check_glibc),
                 ('hugepages', check_hugepages), ('adxl_ports', check_adxl_ports), ('hccl_roce', check_hccl_roce),
-                ('timeouts', check_timeouts)]
+                ('timeouts', check_timeouts), ('ephemeral_ports', check_ephemeral_ports)]
     if settings.get('master_started'):
         per_node.append(('master', check_master))
     elif master_running(readable):
@@ -710,6 +714,33 @@ def plan_ports(record):
         if str(port).isdigit():
             out.append((int(port), str(what)))
     return [(p, w) for p, w in out if p]
+
+
+def check_ephemeral_ports(record):
+    """A port of the plan inside the node's ephemeral port range (``net.ipv4.ip_local_port_range``, 32768-60999 by
+    default) and not reserved from it (``net.ipv4.ip_local_reserved_ports``): any outgoing connection of the node can
+    take it as its local port, and keeps it through TIME-WAIT (60 s). A service that binds it then fails: measured
+    on the mock cluster, mooncake_master exits with status 1 and no message (the guide's 50088 lies in the default
+    range), and systemd gives up after its restart limit, well within those 60 s. A warning, one per node."""
+    host = record['host']
+    ephemeral = (record.get('facts') or {}).get('ephemeral') or {}
+    port_range, reserved = ephemeral.get('range'), ephemeral.get('reserved') or []
+    if not port_range:
+        return []
+    clash = sorted(set((p, w) for p, w in plan_ports(record) if ephemeral_unreserved(p, port_range, reserved)))
+    if not clash:
+        return []
+    ports = sorted(set(p for p, _ in clash))
+    value = reserved_ports_text(reserved, ports)
+    return [_finding(
+        host, 'ephemeral_ports', '%s inside the ephemeral port range %d-%d and not reserved: an outgoing connection '
+        'of the node can hold the port (also for 60 s of TIME-WAIT after it closes), and a service binding it then '
+        'fails to start (mooncake_master exits with status 1 and no message)'
+        % ('; '.join('%s %d' % (w, p) for p, w in clash) + (' is' if len(clash) == 1 else ' are'),
+           port_range[0], port_range[1]),
+        'Reserve the port(s) on the node: sysctl -w net.ipv4.ip_local_reserved_ports=%s, and keep that line '
+        '(net.ipv4.ip_local_reserved_ports = %s) in a file of /etc/sysctl.d/; or choose ports below %d.'
+        % (value, value, port_range[0]), 'warning')]
 
 
 def check_adxl_ports(record):

@@ -167,7 +167,12 @@ def test_master_bound_to_loopback_is_caught_before_the_instances(deployed):
     run = site(extra_vars={'mooncake_master_rpc_address': '127.0.0.1'})
     assert run.rc != 0
     text = failure_text(run)
-    assert 'ERROR node2 master: cannot reach the Mooncake master at 172.31.250.11:50088' in text, text[-6000:]
+    # The pool phase connects from each node before it writes mooncake.json (module mooncake_config_file, master).
+    for node in ENDPOINT:
+        assert 'fatal: [%s]: FAILED!' % node in text, (node, text[-6000:])
+    assert ('cannot reach the Mooncake master at 172.31.250.11:50088: [Errno 111] Connection refused (within 3.0 s), '
+            'so mooncake.json was not written. Fix: check that mooncake_master runs on 172.31.250.11') in text, \
+        text[-6000:]
     assert 'PLAY [Run the vLLM-Ascend instances' not in run.stdout
     assert dict((n, lib.instance_pids(n)['vllm-8002']) for n in ENDPOINT) == pids   # instances left alone
     heal_site()
@@ -237,7 +242,7 @@ def test_run_interrupted_after_the_master_step_completes_on_rerun():
     fired = []
 
     def interrupt(line, child):
-        if not fired and line.startswith('PLAY [Check that every node reaches the master'):
+        if not fired and line.startswith('PLAY [Write mooncake.json on every node'):
             fired.append(line)
             child.send_signal(signal.SIGINT)                                     # Ctrl-C
 

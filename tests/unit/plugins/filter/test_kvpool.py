@@ -175,16 +175,19 @@ def test_preflight_without_master_check_or_master_has_no_target():
     assert both({'npu_nodes': {'node2': {}}})[0] == ''
 
 
-SIZES = ('mooncake_config/tasks/preflight.yml', 'Check that the pool sizes are whole GiB')
-NODE1 = {'npu_nodes': {'node1': {}}}
+SIZES = ('mooncake_config/tasks/preflight.yml', 'Check where the master is and that the pool sizes are whole GiB')
+NODE1 = {'npu_nodes': {'node1': {}}, 'mooncake_master': {'node1': {}}}
+# The role defaults the master part of the check reads.
+MASTER_DEFAULTS = {'mooncake_config_master_ha': False, 'mooncake_config_etcd_endpoints': [],
+                   'mooncake_config_master_address': '', 'mooncake_config_master_group': 'mooncake_master'}
 
 
 def test_mooncake_config_size_check_names_its_variable():
     values = {'100GB': True, '100 GiB': True, 1073741824: True, '1536MB': False, '1.5GB': False, 'lots': False,
               0: False}
     got = render(*[case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
-                        variables={'mooncake_config_global_segment_size': '1GB',
-                                   'mooncake_config_local_buffer_size': value}) for value in values])
+                        variables=dict(MASTER_DEFAULTS, mooncake_config_global_segment_size='1GB',
+                                       mooncake_config_local_buffer_size=value)) for value in values])
     for (value, ok), result in zip(values.items(), got):
         assert all(result['that']) is ok, value
         if not ok:
@@ -194,11 +197,30 @@ def test_mooncake_config_size_check_names_its_variable():
 
 def test_mooncake_config_size_check_names_both_variables_when_both_are_wrong():
     got, = render(case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
-                       variables={'mooncake_config_global_segment_size': '1.5GB',
-                                  'mooncake_config_local_buffer_size': 'lots'}))
-    assert got['that'] == [False]
+                       variables=dict(MASTER_DEFAULTS, mooncake_config_global_segment_size='1.5GB',
+                                      mooncake_config_local_buffer_size='lots')))
+    assert got['that'] == [True, False]
     assert got['fail_msg'].startswith('node1: mooncake_config_global_segment_size is "1.5GB" and '
                                       'mooncake_config_local_buffer_size is "lots", which is not a whole number')
+
+
+def test_mooncake_config_without_a_master_names_the_group_and_with_ha_the_etcd_endpoints():
+    sizes = dict(MASTER_DEFAULTS, mooncake_config_global_segment_size='1GB', mooncake_config_local_buffer_size='1GB')
+    no_master = {'npu_nodes': {'node1': {}}}
+    none, ha, both_wrong = render(
+        case(*SIZES, keys=['that', 'fail_msg'], groups=no_master, host='node1', variables=sizes),
+        case(*SIZES, keys=['that', 'fail_msg'], groups=NODE1, host='node1',
+             variables=dict(sizes, mooncake_config_master_ha=True)),
+        case(*SIZES, keys=['that', 'fail_msg'], groups=no_master, host='node1',
+             variables=dict(sizes, mooncake_config_local_buffer_size='lots')))
+    assert none['that'] == [False, True]
+    assert none['fail_msg'].startswith("node1: cannot derive mooncake.json's master_server_address. The inventory has "
+                                       "no host in group 'mooncake_master' (mooncake_config_master_group)"), none
+    assert ha['that'] == [False, True]
+    assert 'mooncake_config_master_ha is true but mooncake_config_etcd_endpoints is empty' in ha['fail_msg']
+    assert both_wrong['that'] == [False, False]
+    assert "master_server_address." in both_wrong['fail_msg'] and 'mooncake_config_local_buffer_size is "lots"' in \
+        both_wrong['fail_msg']
 
 
 MEMORY = ('mooncake_config/tasks/host_checks.yml', "Check that the pool's share fits in the host's memory")

@@ -242,3 +242,100 @@ def test_version_file_parsers_never_raise(text):
 def test_key_values_round_trip(values):
     text = ''.join('%s=%s\n' % kv for kv in values.items())
     assert parse_key_values(text) == values
+
+
+# --- the ephemeral port range, reserved ports, and who holds a port ---------------------------------------------
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (  # noqa: E402
+    ephemeral_unreserved,
+    parse_net_tcp_port,
+    parse_port_range,
+    parse_reserved_ports,
+    reserved_ports_text,
+)
+
+
+def test_recorded_time_wait_on_the_master_port_is_found():
+    # Recorded on a mock node (a real kernel): an outgoing connection from local port 50088 to node2:22, closed
+    # first by this side, then the master unit started: it exited with status 1 while this row lasted.
+    got = parse_net_tcp_port(recorded('node1-net-tcp-time-wait-50088.txt'), 50088)
+    assert {'local': '172.31.250.11:50088', 'remote': '172.31.250.12:22', 'state': 'TIME-WAIT'} in got, got
+    assert all(s['local'].endswith(':50088') for s in got)
+    assert parse_net_tcp_port(recorded('node1-net-tcp.txt'), 50088)[0]['state'] in ('LISTEN', 'ESTAB')
+
+
+@pytest.mark.parametrize('text', ['', 'garbage\n', '  sl  local_address rem_address st\n   0: 0100007F\n'])
+def test_sockets_of_a_port_in_nothing_are_none(text):
+    assert parse_net_tcp_port(text, 50088) == []
+
+
+def test_recorded_port_range_and_reserved_ports():
+    assert parse_port_range(recorded('ip_local_port_range.txt')) == [32768, 60999]
+    assert parse_reserved_ports(recorded('ip_local_reserved_ports-empty.txt')) == []
+    assert parse_reserved_ports(recorded('ip_local_reserved_ports.txt')) == [[50088, 50088]]
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('1024 65535\n', [1024, 65535]), ('32768\t60999', [32768, 60999]), ('', None), ('60999 32768', None),
+    ('0 100', None), ('1 2 3', None), ('a b', None), ('100 70000', None)])
+def test_port_range(text, expected):
+    assert parse_port_range(text) == expected
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('', []), ('\n', []), ('50088\n', [[50088, 50088]]), ('8000-8010,50088', [[8000, 8010], [50088, 50088]]),
+    ('x,50088,9-3,70000', [[50088, 50088]])])
+def test_reserved_ports(text, expected):
+    assert parse_reserved_ports(text) == expected
+
+
+def test_a_port_is_exposed_only_inside_the_range_and_unreserved():
+    assert ephemeral_unreserved(50088, [32768, 60999], [])
+    assert not ephemeral_unreserved(50088, [32768, 60999], [[50000, 50100]])
+    assert not ephemeral_unreserved(8002, [32768, 60999], [])
+    assert not ephemeral_unreserved(50088, None, [])
+
+
+@pytest.mark.parametrize('reserved, ports, expected', [
+    ([], [50088], '50088'), ([[8000, 8010]], [50088], '8000-8010,50088'), ([[50087, 50087]], [50088], '50087-50088'),
+    ([[50000, 50100]], [50088], '50000-50100'), ([], [50089, 50088], '50088-50089')])
+def test_the_reserved_ports_value_keeps_what_is_there(reserved, ports, expected):
+    assert reserved_ports_text(reserved, ports) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 65535), st.integers(0, 50)), max_size=6),
+       st.lists(st.integers(1, 65535), max_size=4))
+def test_the_reserved_value_reads_back_as_a_superset(ranges, ports):
+    reserved = [[a, min(a + n, 65535)] for a, n in ranges]
+    back = parse_reserved_ports(reserved_ports_text(reserved, ports))
+
+    def covered(port):
+        return any(a <= port <= b for a, b in back)
+    assert all(covered(p) for p in ports) and all(covered(a) and covered(b) for a, b in reserved)
+    assert all(back[i][1] + 1 < back[i + 1][0] for i in range(len(back) - 1))  # merged, sorted
+
+
+@given(st.text(max_size=200))
+def test_the_port_parsers_never_raise(text):
+    parse_port_range(text)
+    parse_reserved_ports(text)
+    parse_net_tcp_port(text, 50088)
+
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import port_held_hint  # noqa: E402
+
+
+def test_a_time_wait_on_the_port_is_named_with_the_sysctl_that_prevents_it():
+    sockets = parse_net_tcp_port(recorded('node1-net-tcp-time-wait-50088.txt'), 50088)
+    hint = port_held_hint(50088, sockets, [32768, 60999], [])
+    assert hint.startswith('port 50088 is held by 1 connection(s) of this node (TIME-WAIT 172.31.250.11:50088 -> '
+                           '172.31.250.12:22), so the service cannot bind it'), hint
+    assert 'Fix: sysctl -w net.ipv4.ip_local_reserved_ports=50088 (and the same in a file of /etc/sysctl.d/)' in hint
+    reserved = port_held_hint(50088, sockets, [32768, 60999], [[50088, 50088]])
+    assert 'ip_local_reserved_ports' not in reserved and 'or choose another port' in reserved
+
+
+def test_a_listener_or_nothing_on_the_port_adds_no_hint():
+    assert port_held_hint(50088, [], [32768, 60999], []) == ''
+    listener = [{'local': '0.0.0.0:50088', 'remote': '0.0.0.0:0', 'state': 'LISTEN'}]
+    assert port_held_hint(50088, listener, [32768, 60999], []) == ''

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import json
 import os
+import socket
 import stat
 
 import pytest
@@ -93,7 +94,40 @@ def test_the_proof_is_reported_and_never_written(capsys, tmp_path):
     assert run(capsys, path=str(path), config=DOC)['proof_exists'] is False  # no proof asked for
 
 
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_a_master_the_node_cannot_reach_fails_naming_it_before_anything_is_written(capsys, tmp_path, check_mode):
+    path, port = tmp_path / 'kvpool' / 'mooncake.json', _free_port()
+    res = run(capsys, check_mode=check_mode, path=str(path), config=DOC, master='127.0.0.1:%d' % port,
+              connect_timeout=1.0)
+    assert res['failed'], res
+    assert res['msg'].startswith('cannot reach the Mooncake master at 127.0.0.1:%d: ' % port), res['msg']
+    assert 'Connection refused' in res['msg'] and 'mooncake.json was not written' in res['msg']
+    assert 'check that mooncake_master runs on 127.0.0.1' in res['msg'] and 'port %d.' % port in res['msg']
+    assert not path.parent.exists()                                  # not even the directory
+
+
+def test_a_master_that_answers_is_reported_and_the_file_written(capsys, tmp_path):
+    with socket.socket() as server:
+        server.bind(('127.0.0.1', 0))
+        server.listen(1)
+        target = '127.0.0.1:%d' % server.getsockname()[1]
+        res = run(capsys, path=str(tmp_path / 'mooncake.json'), config=DOC, master=target)
+    assert res['changed'] and res['master_connect']['ok'] is True and res['master_connect']['error'] == ''
+    assert json.loads((tmp_path / 'mooncake.json').read_text()) == DOC
+    assert run(capsys, path=str(tmp_path / 'mooncake.json'), config=DOC)['master_connect'] == {}  # none asked for
+
+
 @pytest.mark.parametrize('params, needle', [
+    ({'master': '90.90.100.188'}, "master is '90.90.100.188', which is not host:port"),
+    ({'master': 'h:70000'}, "master is 'h:70000', which is not host:port"),
+    ({'master': '127.0.0.1:50088', 'connect_timeout': 0}, 'connect_timeout is 0.0: give a number of seconds above 0'),
+    ({'master': '127.0.0.1:50088', 'connect_timeout': 61}, 'connect_timeout is 61.0: give a number of seconds above'),
     ({'path': 'mooncake.json'}, "path is 'mooncake.json', which is not an absolute path"),
     ({'mode': '0999'}, 'mode is \'0999\', which is not an octal file mode'),
     ({'directory_mode': 'rwx'}, "directory_mode is 'rwx', which is not an octal file mode"),

@@ -327,3 +327,21 @@ def test_master_container_render_gets_the_control_devices_only(manager, docker, 
     assert [d.split(':')[1] for d in definition['devices']] == ['/dev/davinci_manager', '/dev/devmm_svm',
                                                                 '/dev/hisi_hdc']
     assert definition['restart_policy'] == 'on-failure' and definition['restart_retries'] == 5
+
+
+def test_a_failed_master_start_names_the_connection_that_holds_its_port(monkeypatch):
+    """mooncake_master exits with status 1 and no message when its RPC port is held (measured on the mock nodes
+    with a TIME-WAIT on 50088): the failed start's explanation says so, with the fix."""
+    tcp = ('  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
+           '   0: 0BFA1FAC:C3A8 0CFA1FAC:0016 06 00000000:00000000 03:000016C6 00000000     0        0 0 3 '
+           '0000000000000000\n')
+    files = {'/proc/net/tcp': tcp, '/proc/net/tcp6': '', '/proc/sys/net/ipv4/ip_local_port_range': '32768\t60999\n',
+             '/proc/sys/net/ipv4/ip_local_reserved_ports': '\n'}
+    monkeypatch.setattr(mooncake_master, '_read', files.get)
+    said = mooncake_master.explainer(50088)('I1203 master_service.cpp:2619] Task cleanup thread stopped\n')
+    assert said.startswith('port 50088 is held by 1 connection(s) of this node (TIME-WAIT 172.31.250.11:50088 -> '
+                           '172.31.250.12:22)'), said
+    assert 'sysctl -w net.ipv4.ip_local_reserved_ports=50088' in said
+    assert 'port 50088' not in mooncake_master.explainer(None)('')     # HA masters: no RPC port of their own
+    files['/proc/net/tcp'] = ''
+    assert mooncake_master.explainer(50088)('') == ''

@@ -647,3 +647,47 @@ def test_a_renamed_child_of_our_vllm_holds_the_port_and_counts_as_ours():
     nodes = two_nodes()
     nodes[0]['facts']['ports']['8002'] = worker
     assert 'port' not in checks_of(judge(nodes))
+
+
+# --- ephemeral_ports: a service port that an outgoing connection of the node can take ------------------------------
+def ephemeral(node_facts, port_range=(32768, 60999), reserved=()):
+    return dict(node_facts, ephemeral={'range': list(port_range) if port_range else None,
+                                       'reserved': [list(r) for r in reserved]})
+
+
+def test_the_master_port_in_the_default_ephemeral_range_is_a_warning_with_the_sysctl_that_fixes_it():
+    node1 = record('node1', is_master=True, node_facts=ephemeral(facts(host='node1')))
+    node2 = record('node2', node_facts=ephemeral(facts(host='node2')))
+    result = judge([node1, node2], checks=['ephemeral_ports'])
+    assert result['ok'] and result['errors'] == 0 and result['warnings'] == 1     # the master's node only
+    line, = result['lines']
+    assert line.startswith('WARNING node1 ephemeral_ports: Mooncake master RPC port (mooncake_master_port) 50088 is '
+                           'inside the ephemeral port range 32768-60999 and not reserved'), line
+    assert 'mooncake_master exits with status 1 and no message' in line
+    assert ('Fix: Reserve the port(s) on the node: sysctl -w net.ipv4.ip_local_reserved_ports=50088, and keep that '
+            'line (net.ipv4.ip_local_reserved_ports = 50088) in a file of /etc/sysctl.d/; or choose ports below '
+            '32768.') in line
+
+
+def test_reserved_or_outside_ports_are_no_finding_and_the_fix_keeps_other_reservations():
+    reserved = record('node1', is_master=True, node_facts=ephemeral(facts(host='node1'), reserved=[(50000, 50100)]))
+    narrow = record('node1', is_master=True, node_facts=ephemeral(facts(host='node1'), port_range=(60000, 61000)))
+    unknown = record('node1', is_master=True, node_facts=ephemeral(facts(host='node1'), port_range=None))
+    for rec in (reserved, narrow, unknown):
+        assert judge([rec], checks=['ephemeral_ports'])['findings'] == []
+    others = record('node1', is_master=True, node_facts=ephemeral(facts(host='node1'), reserved=[(8000, 8010)]))
+    line, = judge([others], checks=['ephemeral_ports'])['lines']
+    assert 'net.ipv4.ip_local_reserved_ports=8000-8010,50088,' in line
+
+
+def test_every_port_of_the_plan_in_the_range_is_named_in_one_finding():
+    inst = dict(instance(port=40000), kv_transfer_config={'kv_port': 40100})
+    node = record('node2', instances=[inst], node_facts=ephemeral(facts(host='node2')))
+    result = judge([node], checks=['ephemeral_ports'])
+    line, = result['lines']
+    assert 'port of instance vllm-40000 40000; kv_port of instance vllm-40000 40100 are inside' in line
+    assert 'ip_local_reserved_ports=40000,40100,' in line
+
+
+def test_ephemeral_ports_is_one_of_the_checks():
+    assert 'ephemeral_ports' in CHECKS
