@@ -101,10 +101,13 @@ TCP_STATES = {'01': 'ESTAB', '02': 'SYN-SENT', '03': 'SYN-RECV', '04': 'FIN-WAIT
               '0B': 'CLOSING', '0C': 'NEW-SYN-RECV'}
 
 
+_DIGITS = re.compile(r'^[0-9]+$')  # ASCII only: str.isdigit() takes '\u00b9', which int() refuses
+
+
 def parse_port_range(text):
     """``/proc/sys/net/ipv4/ip_local_port_range`` (``32768<TAB>60999``) -> [first, last], or None when unreadable."""
     parts = (text or '').split()
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(_DIGITS.match(p) for p in parts):
         return None
     first, last = int(parts[0]), int(parts[1])
     return [first, last] if 0 < first <= last <= 65535 else None
@@ -115,9 +118,9 @@ def parse_reserved_ports(text):
     the parts that are not a port or a range are left out."""
     out = []
     for part in (text or '').strip().split(','):
-        first, _, last = part.strip().partition('-')
-        last = last or first
-        if first.isdigit() and last.isdigit() and 0 < int(first) <= int(last) <= 65535:
+        first, dash, last = part.strip().partition('-')
+        last = last if dash else first
+        if _DIGITS.match(first) and _DIGITS.match(last) and 0 < int(first) <= int(last) <= 65535:
             out.append([int(first), int(last)])
     return out
 

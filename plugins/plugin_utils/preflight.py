@@ -730,7 +730,7 @@ def check_ephemeral_ports(record):
     clash = sorted(set((p, w) for p, w in plan_ports(record) if ephemeral_unreserved(p, port_range, reserved)))
     if not clash:
         return []
-    ports = sorted(set(p for p, _ in clash))
+    ports = sorted(set(port for port, what in clash))
     value = reserved_ports_text(reserved, ports)
     return [_finding(
         host, 'ephemeral_ports', '%s inside the ephemeral port range %d-%d and not reserved: an outgoing connection '

@@ -339,3 +339,8 @@ def test_a_listener_or_nothing_on_the_port_adds_no_hint():
     assert port_held_hint(50088, [], [32768, 60999], []) == ''
     listener = [{'local': '0.0.0.0:50088', 'remote': '0.0.0.0:0', 'state': 'LISTEN'}]
     assert port_held_hint(50088, listener, [32768, 60999], []) == ''
+
+
+@pytest.mark.parametrize('text', ['\u00b9 2', '1 \u0662', '\u00b9', '5\u00b9-6'])
+def test_digits_that_are_not_ascii_are_not_ports(text):
+    assert parse_port_range(text) is None and parse_reserved_ports(text) == []
