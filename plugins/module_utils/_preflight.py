@@ -46,20 +46,29 @@ def _hex_address(text):
     return text
 
 
-def parse_net_tcp(text):
-    """``/proc/net/tcp`` or ``/proc/net/tcp6`` -> listening sockets [{'address', 'port', 'inode', 'uid'}]."""
-    out = []
+def _net_tcp_rows(text):
+    """The rows of ``/proc/net/tcp`` or ``/proc/net/tcp6``: local and remote address and port, the state's hex code,
+    and ``uid`` and ``inode`` (None on a row too short to have them). Malformed rows are left out."""
     for line in (text or '').splitlines()[1:]:
         fields = line.split()
-        if len(fields) < 10 or fields[3] != TCP_LISTEN or ':' not in fields[1]:
+        if len(fields) < 4 or ':' not in fields[1] or ':' not in fields[2]:
             continue
-        addr, port = fields[1].rsplit(':', 1)
         try:
-            out.append({'address': _hex_address(addr), 'port': int(port, 16), 'inode': int(fields[9]),
-                        'uid': int(fields[7])})
+            laddr, lport = fields[1].rsplit(':', 1)
+            raddr, rport = fields[2].rsplit(':', 1)
+            row = {'address': _hex_address(laddr), 'port': int(lport, 16), 'remote_address': _hex_address(raddr),
+                   'remote_port': int(rport, 16), 'state': fields[3].upper(), 'uid': None, 'inode': None}
+            if len(fields) >= 10:
+                row['uid'], row['inode'] = int(fields[7]), int(fields[9])
         except ValueError:
             continue
-    return out
+        yield row
+
+
+def parse_net_tcp(text):
+    """``/proc/net/tcp`` or ``/proc/net/tcp6`` -> listening sockets [{'address', 'port', 'inode', 'uid'}]."""
+    return [dict((k, row[k]) for k in ('address', 'port', 'inode', 'uid')) for row in _net_tcp_rows(text)
+            if row['state'] == TCP_LISTEN and row['inode'] is not None]
 
 
 def socket_inode(link):
@@ -77,22 +86,10 @@ def parse_net_tcp_port(text, port):
     """``/proc/net/tcp{,6}`` -> every socket whose local port is ``port``, in any state:
     [{'local', 'remote', 'state'}] with ``state`` as ``ss`` names it (``LISTEN``, ``TIME-WAIT``, ``ESTAB``, ...).
     A listener cannot bind a port that an outgoing connection of the node holds, in any state but ``CLOSE``."""
-    out = []
-    for line in (text or '').splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or ':' not in fields[1] or ':' not in fields[2]:
-            continue
-        try:
-            laddr, lport = fields[1].rsplit(':', 1)
-            raddr, rport = fields[2].rsplit(':', 1)
-            if int(lport, 16) != port:
-                continue
-            out.append({'local': '%s:%d' % (_hex_address(laddr), int(lport, 16)),
-                        'remote': '%s:%d' % (_hex_address(raddr), int(rport, 16)),
-                        'state': TCP_STATES.get(fields[3].upper(), fields[3])})
-        except ValueError:
-            continue
-    return out
+    return [{'local': '%s:%d' % (row['address'], row['port']),
+             'remote': '%s:%d' % (row['remote_address'], row['remote_port']),
+             'state': TCP_STATES.get(row['state'], row['state'])}
+            for row in _net_tcp_rows(text) if row['port'] == port]
 
 
 # The states of include/net/tcp_states.h, as ss prints them.
@@ -101,6 +98,9 @@ TCP_STATES = {'01': 'ESTAB', '02': 'SYN-SENT', '03': 'SYN-RECV', '04': 'FIN-WAIT
               '0B': 'CLOSING', '0C': 'NEW-SYN-RECV'}
 
 
+# Where the kernel keeps the ephemeral port range and the ports reserved from it (read by the modules).
+PORT_RANGE_PATH = '/proc/sys/net/ipv4/ip_local_port_range'
+RESERVED_PORTS_PATH = '/proc/sys/net/ipv4/ip_local_reserved_ports'
 _DIGITS = re.compile(r'^[0-9]+$')  # ASCII only: str.isdigit() takes '\u00b9', which int() refuses
 
 
@@ -146,10 +146,18 @@ def reserved_ports_text(reserved, ports):
     return ','.join(str(a) if a == b else '%d-%d' % (a, b) for a, b in merged)
 
 
+def _remote_port(sock):
+    port = str(sock.get('remote') or '').rpartition(':')[2]
+    return int(port) if _DIGITS.match(port) else 0
+
+
 def port_held_hint(port, sockets, port_range=None, reserved=None):
-    """What a failed start adds when connections of the node hold the service's ``port`` (``sockets`` as
-    :func:`parse_net_tcp_port` gives them; listeners are left to the port checks): '' when none does."""
-    held = [s for s in sockets or [] if s.get('state') not in ('LISTEN', 'CLOSE')]
+    """What a failed start adds when connections that the node opened hold the service's ``port`` (``sockets`` as
+    :func:`parse_net_tcp_port` gives them): '' when none does. Listeners are left to the port checks, and so are
+    connections the service itself accepted before (their remote port is a client's, inside the ephemeral range:
+    they share the listener's SO_REUSEADDR and do not keep a restart from binding)."""
+    held = [s for s in sockets or [] if s.get('state') not in ('LISTEN', 'CLOSE')
+            and not (port_range and port_range[0] <= _remote_port(s) <= port_range[1])]
     if not held:
         return ''
     shown = ', '.join('%s %s -> %s' % (s['state'], s['local'], s['remote']) for s in held[:3])

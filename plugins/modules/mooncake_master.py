@@ -322,8 +322,8 @@ def port_hint(port):
     sockets = (_preflight.parse_net_tcp_port(_read('/proc/net/tcp'), port)
                + _preflight.parse_net_tcp_port(_read('/proc/net/tcp6'), port))
     return _preflight.port_held_hint(
-        port, sockets, _preflight.parse_port_range(_read('/proc/sys/net/ipv4/ip_local_port_range')),
-        _preflight.parse_reserved_ports(_read('/proc/sys/net/ipv4/ip_local_reserved_ports')))
+        port, sockets, _preflight.parse_port_range(_read(_preflight.PORT_RANGE_PATH)),
+        _preflight.parse_reserved_ports(_read(_preflight.RESERVED_PORTS_PATH)))
 
 
 def explainer(port):

@@ -365,10 +365,6 @@ def main():
     _errors.guard(module, _run, module)
 
 
-PORT_RANGE = '/proc/sys/net/ipv4/ip_local_port_range'
-RESERVED_PORTS = '/proc/sys/net/ipv4/ip_local_reserved_ports'
-
-
 def _run(module):
     """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
     p = module.params
@@ -395,8 +391,8 @@ def _run(module):
             changed=False,
             hostname=socket.gethostname(),
             memory=_preflight.parse_meminfo(read_text('/proc/meminfo')),
-            ephemeral=dict(range=_preflight.parse_port_range(read_text(PORT_RANGE)),
-                           reserved=_preflight.parse_reserved_ports(read_text(RESERVED_PORTS))),
+            ephemeral=dict(range=_preflight.parse_port_range(read_text(_preflight.PORT_RANGE_PATH)),
+                           reserved=_preflight.parse_reserved_ports(read_text(_preflight.RESERVED_PORTS_PATH))),
             epoch=epoch,
             ports=ports.result(),
             paths=dict((path, f.result()) for path, f in paths),

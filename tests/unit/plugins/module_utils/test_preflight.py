@@ -344,3 +344,13 @@ def test_a_listener_or_nothing_on_the_port_adds_no_hint():
 @pytest.mark.parametrize('text', ['\u00b9 2', '1 \u0662', '\u00b9', '5\u00b9-6'])
 def test_digits_that_are_not_ascii_are_not_ports(text):
     assert parse_port_range(text) is None and parse_reserved_ports(text) == []
+
+
+def test_connections_the_service_accepted_before_are_not_blamed():
+    # A master that served clients leaves TIME-WAIT rows from 50088 to the clients' ephemeral ports; they share the
+    # listener's SO_REUSEADDR and do not keep a restart from binding (the kill -9 drills restart it in about 1 s).
+    accepted = [{'local': '172.31.250.11:50088', 'remote': '172.31.250.12:41234', 'state': 'TIME-WAIT'}]
+    assert port_held_hint(50088, accepted, [32768, 60999], []) == ''
+    opened = [{'local': '172.31.250.11:50088', 'remote': '172.31.250.12:22', 'state': 'TIME-WAIT'}]
+    assert port_held_hint(50088, accepted + opened, [32768, 60999], []).startswith(
+        'port 50088 is held by 1 connection(s) of this node (TIME-WAIT 172.31.250.11:50088 -> 172.31.250.12:22)')
