@@ -9,7 +9,8 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """Options and attributes shared by the service modules (mooncake_master, vllm_server): module_utils/_service.py."""
+    """Options and attributes shared by the service modules (module_utils/_service.py): DOCUMENTATION for the ones that
+    also run in a container (mooncake_master, vllm_server), UNIT for every one (vllm_router runs only as a unit)."""
 
     DOCUMENTATION = r"""
 attributes:
@@ -52,6 +53,38 @@ options:
         the old layout; C(gate) runs the health gate after docker_container ran.
     type: str
     choices: [render, gate]
+notes:
+  - Unit names are C(kvpool-mooncake-master.service) and C(kvpool-vllm-<name>.service) under
+    C(/etc/systemd/system) (container names C(kvpool-mooncake-master), C(kvpool-vllm-<name>)). Each unit is
+    enabled at boot, ordered after C(network-online.target) (an instance also after the master unit of its host),
+    and stopped through its cgroup, so every process it started goes with it.
+  - Secrets are never in the unit file (world-readable) but in C(/etc/ascend-kvpool/secrets/<unit>.env), mode
+    0600, read through C(EnvironmentFile=).
+  - A node deployed by a release before the units (a detached process with a pid file and C(settings.json) in
+    O(state_dir)) is converted by the next run. The old process is stopped only when both its recorded start time
+    and its command line match; otherwise the task fails naming it and leaves it alone. In container mode the
+    recorded process is of the O(container) (where the old release ran it with C(docker exec)) and is checked and
+    stopped there.
+  - In container mode the task needs the collection C(community.docker) (declared in C(galaxy.yml)) and what its
+    M(community.docker.docker_container) needs on the node (the Docker API through the docker socket, as for the
+    role C(ascend.kvpool.vllm_ascend_container)).
+"""
+
+    # The systemd-unit options alone, for a service module that runs only as a host unit (vllm_router). The
+    # modules that also run in a container (mooncake_master, vllm_server) extend both fragments.
+    UNIT = r"""
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the service would be started, restarted or stopped, with the diff of its unit file,
+      and changes nothing. A running service's health is still polled, which only reads.
+  diff_mode:
+    support: full
+    description: The unit file before and after, one command-line word per line.
+  idempotent:
+    support: full
+    description: O(state=restarted) always restarts; the other states change nothing when nothing differs.
+options:
   log_lines:
     description: Lines of the journal (or C(docker logs)) put into the message of a failed start.
     type: int
@@ -70,20 +103,7 @@ options:
     type: int
     default: 60
 notes:
-  - Unit names are C(kvpool-mooncake-master.service) and C(kvpool-vllm-<name>.service) under
-    C(/etc/systemd/system) (container names C(kvpool-mooncake-master), C(kvpool-vllm-<name>)). Each unit is
-    enabled at boot, ordered after C(network-online.target) (an instance also after the master unit of its host),
-    and stopped through its cgroup, so every process it started goes with it.
-  - Secrets are never in the unit file (world-readable) but in C(/etc/ascend-kvpool/secrets/<unit>.env), mode
-    0600, read through C(EnvironmentFile=).
-  - A node deployed by a release before the units (a detached process with a pid file and C(settings.json) in
-    O(state_dir)) is converted by the next run. The old process is stopped only when both its recorded start time
-    and its command line match; otherwise the task fails naming it and leaves it alone. In container mode the
-    recorded process is of the O(container) (where the old release ran it with C(docker exec)) and is checked and
-    stopped there.
   - systemctl is called directly (argv lists through C(run_command), C(LANG=C)), so one task decides, writes, starts,
-    gates and reports, with the journal tail of a failed start.
-  - In container mode the task needs the collection C(community.docker) (declared in C(galaxy.yml)) and what its
-    M(community.docker.docker_container) needs on the node (the Docker API through the docker socket, as for the
-    role C(ascend.kvpool.vllm_ascend_container)).
+    gates and reports, with the journal tail of a failed start. The unit is enabled at boot, ordered after
+    C(network-online.target), restarted by systemd when it dies, and stopped through its cgroup.
 """

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import socket
 import time
@@ -152,8 +153,9 @@ def try_connect(target, timeout):
     return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
 
 
-def http_status(url, timeout=1.0, headers=None):
-    """(status, body) of a GET of ``url`` (proxies bypassed); status None when nothing answered.
+def http_status(url, timeout=1.0, headers=None, data=None):
+    """(status, body) of a GET of ``url`` (proxies bypassed), or of a POST of ``data`` (a JSON-able document, sent
+    as ``application/json``); status None when nothing answered.
 
     ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged.
     """
@@ -165,8 +167,12 @@ def http_status(url, timeout=1.0, headers=None):
     opener = build_opener(ProxyHandler({}))
     sent = {'User-Agent': 'ascend.kvpool'}
     sent.update(headers or {})
+    payload = None
+    if data is not None:
+        payload = json.dumps(data).encode('utf-8')
+        sent['Content-Type'] = 'application/json'
     try:
-        resp = opener.open(Request(url, headers=sent), timeout=timeout)
+        resp = opener.open(Request(url, data=payload, headers=sent), timeout=timeout)
         try:
             return resp.getcode(), resp.read(65536).decode('utf-8', 'replace')
         finally:

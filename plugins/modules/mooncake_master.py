@@ -39,6 +39,7 @@ author:
   - ascend.kvpool contributors (@ascend-kvpool)
 extends_documentation_fragment:
   - ascend.kvpool.service
+  - ascend.kvpool.service.unit
 options:
   state:
     description:

@@ -617,3 +617,29 @@ def test_sigterm_stops_gracefully(cluster):
     assert rc == 0
     assert "INFO:     Shutting down" in inst.log_path.read_text()
     assert not listening(inst.port)
+
+
+# --- the render endpoints vllm-router's cache_aware calls, per emulated release ------------------------------------
+@pytest.mark.parametrize("version, extra, code", [
+    ("0.14.1", [], 404),                          # before vLLM 0.15.0: not there
+    ("0.22.1", [], 200),                          # 0.15.0 - 0.29.x: served on plain `vllm serve`
+    ("0.31.0", [], 404),                          # 0.30 - 0.31: gated off, not routed
+    ("0.32.0", [], 403),                          # 0.32+: gated off, PermissionDeniedError
+    ("0.32.0", ["--enable-scale-out"], 200),      # ... unless the gate is opened
+])
+def test_render_endpoint_as_the_emulated_release_serves_it(mc_python, model_dir, workdir, version, extra, code):
+    inst = Instance(mc_python, model_dir, workdir, "render-%s" % version,
+                    base_env(KVPOOL_SIM_VLLM_VERSION=version, VLLM_API_KEY="sekret"), extra)
+    try:
+        inst.wait_ready()
+        body = {"model": SERVED, "messages": [{"role": "user", "content": "one two three"}], "max_tokens": 1}
+        assert inst.post("/v1/chat/completions/render", body, headers={})[0] == 401  # behind the API key
+        status, data = inst.post("/v1/chat/completions/render", body, headers={"Authorization": "Bearer sekret"})
+        assert status == code, data
+        if code == 200:
+            doc = json.loads(data)
+            assert doc["token_ids"] and doc["request_id"].startswith("chatcmpl-") and doc["model"] == SERVED
+        if code == 403:
+            assert json.loads(data)["error"]["type"] == "PermissionDeniedError"
+    finally:
+        inst.stop()

@@ -174,6 +174,9 @@ def build_serve_parser(prog="vllm serve"):
                               help="[deprecated] Disable logging requests.")
     if version >= (0, 10, 0):
         frontend.add_argument("--enable-log-requests", action=argparse.BooleanOptionalAction, default=False)
+    if version >= (0, 30, 0):
+        # vLLM 0.30 gates the render (scale-out) endpoints off on plain `vllm serve` (vllm-project/vllm#55176)
+        frontend.add_argument("--enable-scale-out", action="store_true", default=False)
 
     model = parser.add_argument_group("ModelConfig")
     model.add_argument("--served-model-name", nargs="+", default=None)

@@ -1,7 +1,8 @@
 """The OpenAI-compatible HTTP surface of `vllm serve` (stdlib ThreadingHTTPServer, HTTP/1.1, SSE streaming).
 
 Routes and shapes follow vLLM's OpenAI server: /health, /ping, /version, /v1/models, /metrics, /tokenize,
-/detokenize, /v1/completions, /v1/chat/completions (stream and non-stream). --api-key (or VLLM_API_KEY)
+/detokenize, /v1/completions, /v1/chat/completions (stream and non-stream), and the render endpoints
+/v1/{chat/,}completions/render for the releases that serve them (see _render_routes). --api-key (or VLLM_API_KEY)
 guards /v1/* only, answering 401 {"error": "Unauthorized"} as vLLM's AuthenticationMiddleware does.
 Generated text is SIMULATED filler; see engine.py for what is real.
 """
@@ -15,7 +16,7 @@ import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import log, reported_version
+from . import emulated_version, log, reported_version, version_tuple
 from .engine import Aborted
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
@@ -124,6 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             ("POST", "/v1/completions"): lambda: self._generate(chat=False),
             ("POST", "/v1/chat/completions"): lambda: self._generate(chat=True),
         }
+        routes.update(self._render_routes())
         if not self._authorized():
             self._json(401, {"error": "Unauthorized"})
             return
@@ -151,6 +153,48 @@ class Handler(BaseHTTPRequestHandler):
         self._route("POST")
 
     # --- endpoints ---------------------------------------------------------------------------------
+    def _render_routes(self):
+        """POST /v1/{chat/,}completions/render as the emulated release's vLLM serves it (read from the vLLM wheels'
+        entrypoints, docs/router.md): none before 0.15.0; served from 0.15.0 to 0.29.x; from 0.30.0 only with
+        --enable-scale-out, else not routed (404) in 0.30-0.31 and 403 PermissionDeniedError from 0.32."""
+        version = version_tuple(emulated_version())
+        if version < (0, 15, 0):
+            return {}
+        if version >= (0, 30, 0) and not getattr(self.server.app.args, "enable_scale_out", False):
+            if version < (0, 32, 0):
+                return {}
+            return dict(((m, path), self._render_disabled) for m, path in
+                        (("POST", "/v1/chat/completions/render"), ("POST", "/v1/completions/render")))
+        return {("POST", "/v1/chat/completions/render"): lambda: self._render(chat=True),
+                ("POST", "/v1/completions/render"): lambda: self._render(chat=False)}
+
+    def _render_disabled(self):
+        self._json(403, {"error": {"message": "Scale-out endpoints are disabled. Restart vllm serve with "
+                                              "--enable-scale-out to enable them.",
+                                   "type": "PermissionDeniedError", "param": None, "code": 403}})
+
+    def _render(self, chat):
+        """The prompt's token ids without generating (vLLM 0.18+ shape: a GenerateRequest, a list of them for
+        completions; 0.15-0.17 returned the prompts as a list)."""
+        app = self.server.app
+        body = self._body()
+        app.check_model(body.get("model"))
+        if chat:
+            text = app.chat_text(body.get("messages"))
+            ids = app.engine.tokenizer.encode(text)
+        else:
+            text, ids = None, app.prompt_ids(body.get("prompt"))
+        if version_tuple(emulated_version()) < (0, 18, 0):
+            prompt = {"prompt": text, "prompt_token_ids": ids}
+            self._json(200, [body.get("messages") or [], [prompt]] if chat else [prompt])
+            return
+        params = app.sampling_params(body, len(ids), chat)
+        doc = {"request_id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, "token_ids": ids,
+               "features": None, "sampling_params": {"max_tokens": params["max_tokens"]},
+               "model": body.get("model"), "stream": bool(body.get("stream", False)), "stream_options": None,
+               "cache_salt": None, "priority": 0, "kv_transfer_params": None}
+        self._json(200, doc if chat else [doc])
+
     def _tokenize(self):
         app = self.server.app
         body = self._body()

@@ -1,0 +1,132 @@
+"""vllm-router in front of the instances (docs/router.md), on the SIMULATED two-node cluster: the instances are vllm
+stand-ins (their render endpoint served as vLLM 0.22 serves it), the router is the REAL vllm-router 0.1.17.
+
+Each drill prints its figures: a killed router comes back by itself; a worker that stops is left out while requests
+through the router keep succeeding, and is taken back once it is healthy again.
+"""
+
+import json
+import random
+import threading
+import time
+
+import instances_lib as lib
+
+VARS = lib.SCENARIO.parent / 'router' / 'vars' / 'router.yml'
+ROUTER = 'http://172.31.250.11:30000'
+WORKERS = ['http://172.31.250.11:8002', 'http://172.31.250.12:8002']
+
+
+def site(*args, **kw):
+    return lib.playbook('site.yml', *args, var_files=(lib.SIM_VARS, VARS), **kw)
+
+
+def workers():
+    status, body = lib.http(ROUTER + '/workers', timeout=2)
+    if status != 200:
+        return {}
+    return dict((w['url'], w['is_healthy']) for w in json.loads(body)['workers'])
+
+
+def chat(prompt, max_tokens=4):
+    return lib.http(ROUTER + '/v1/chat/completions', {'model': 'qwen', 'max_tokens': max_tokens,
+                                                      'messages': [{'role': 'user', 'content': prompt}]})
+
+
+def wait_for(predicate, timeout, step=0.1):
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(step)
+    return None
+
+
+def test_one_endpoint_lists_every_instance_and_serves():
+    assert workers() == dict((u, True) for u in WORKERS)
+    status, body = chat('hello through the router')
+    assert status == 200, body
+    assert json.loads(body)['usage']['prompt_tokens'] > 0
+    # The router's own health says every worker is healthy.
+    assert lib.http(ROUTER + '/health')[0] == 200
+
+
+def test_refused_policies_name_the_reason_and_change_nothing():
+    before = lib.sh(lib.NODES['node1'], 'md5sum /etc/systemd/system/kvpool-router.service')[1]
+    run = site('--tags', 'router', extra_vars={'kvpool_router_policy': 'kv_aware'})
+    assert run.rc != 0
+    assert 'kvpool_router_policy=kv_aware refused: kv_aware credited 0 tokens' in run.stdout, run.stdout[-3000:]
+    run = site('--tags', 'router', extra_vars={'kvpool_router_extra_args': ['--api-key', 'x']})
+    assert run.rc != 0 and "'--api-key' sets --api-key" in run.stdout, run.stdout[-3000:]
+    assert lib.sh(lib.NODES['node1'], 'md5sum /etc/systemd/system/kvpool-router.service')[1] == before
+
+
+def test_a_killed_router_is_restarted_by_its_unit():
+    rc, out = lib.sh(lib.NODES['node1'], 'systemctl kill -s KILL kvpool-router')
+    assert rc == 0, out
+    killed = time.monotonic()
+    down = wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] != 200, 5, 0.02)
+    back = wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] == 200 and workers() == dict(
+        (u, True) for u in WORKERS), 30)
+    print('router drill: kill -9 -> router serving again after %s s (seen down: %s)'
+          % ('%.1f' % (time.monotonic() - killed) if back is not None else 'more than 30', down is not None))
+    assert back is not None
+    assert chat('after the kill')[0] == 200
+
+
+def test_a_dead_worker_is_left_out_and_taken_back():
+    """systemctl stop of node2's instance under a steady closed loop through the router: count the failed requests,
+    time until the router marks it unhealthy; start it, time until it is healthy there and gets requests again."""
+    results = []
+    stop = threading.Event()
+
+    def loop():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            results.append((time.monotonic(), chat('steady load %d %f' % (i, time.time()), max_tokens=2)[0]))
+            time.sleep(0.02)
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        time.sleep(1)
+        t_stop = time.monotonic()
+        rc, out = lib.sh(lib.NODES['node2'], 'systemctl stop kvpool-vllm-vllm-8002')
+        assert rc == 0, out
+        left_out = wait_for(lambda: workers().get(WORKERS[1]) is False, 30)
+        time.sleep(1)
+        rc, out = lib.sh(lib.NODES['node2'], 'systemctl start kvpool-vllm-vllm-8002')
+        assert rc == 0, out
+        back = wait_for(lambda: workers().get(WORKERS[1]) is True, 60)
+        time.sleep(1)
+    finally:
+        stop.set()
+        thread.join()
+    during = [code for t, code in results if t_stop <= t]
+    failed = [code for code in during if code != 200]
+    print('router drill: worker stopped -> left out after %s s; %d of %d requests through the router failed meanwhile '
+          '(codes %s); started again -> taken back after %s s'
+          % ('%.1f' % left_out if left_out is not None else 'more than 30', len(failed), len(during),
+             sorted(set(failed)) or '-', '%.1f' % back if back is not None else 'more than 60'))
+    assert left_out is not None and back is not None
+    assert len(failed) == 0
+    # Requests reach node2 again: under cache_aware a burst of overlapping requests with prefixes of their own
+    # spreads over both (the first word differs, so no cached prefix draws them to one worker).
+    before = lib.metric(WORKERS[1], 'vllm:request_success_total')
+    codes = []
+    threads = [threading.Thread(target=lambda i=i: codes.append(
+        chat('%08x burst %s' % (random.getrandbits(32), ' '.join(['word'] * (10 + 3 * i))), 16)[0]))
+        for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [200] * 8
+    assert lib.metric(WORKERS[1], 'vllm:request_success_total') > before
+
+
+def test_second_site_run_changes_nothing():
+    run = site()
+    assert run.rc == 0, run.stdout[-4000:]
+    assert set(run.changed().values()) == {0}, run.changed_tasks()
+    assert 'policy cache_aware (auto: every worker serves /v1/chat/completions/render)' in ' '.join(run.stdout.split())

@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure helpers for vllm-router (PyPI ``vllm-router``) in front of the vLLM instances: its command line, its
+``/workers`` answer, the choice of a routing policy, the judgement of where requests landed, its log.
+
+No I/O here: text and values in, data out, so everything is unit-tested without a node.
+
+Facts used (vllm-router 0.1.17, seen on this project's machines; docs/router.md has the sources):
+- ``vllm-router`` is a Python launcher (argparse, so any unambiguous prefix of a long flag is that flag) around a
+  Rust core; its process title is ``vllm::router``.
+- ``GET /health`` answers 200 ``All servers healthy`` only while EVERY worker is healthy, else 503 ``Unhealthy
+  servers: [...]``; ``GET /workers`` lists ``{"workers": [{"url": ..., "is_healthy": ...}, ...]}``;
+  ``GET /liveness`` is 200 while the router runs.
+- The client's ``Authorization`` header is passed on to the worker: an instance's API key works through the
+  router with no key given to the router (its own ``--api-key`` flag would put the key on its command line).
+- ``cache_aware`` first asks every worker for ``POST /v1/chat/completions/render``; a worker without it (404, or
+  403 where vLLM gates it behind ``--enable-scale-out``) makes the router log ``preparation_rejected`` and send
+  every request to one worker, with no error (metric ``vllm_router_kv_routing_inputs_total{result=
+  "preparation_rejected"}``).
+- ``kv_aware`` (KV events over ZMQ) received events but credited 0 tokens with vLLM 0.32: not usable as seen.
+- A worker that stops answering is left out after ``--health-failure-threshold`` failed checks
+  ``--health-check-interval-secs`` apart; requests to it meanwhile are retried on another worker.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+# --policy choices of vllm-router 0.1.17 (`vllm-router --help`).
+POLICIES = ('random', 'round_robin', 'cache_aware', 'kv_aware', 'power_of_two', 'consistent_hash',
+            'sticky_least_loaded')
+# Policies under which requests with distinct prefixes (and distinct bodies) must not all land on one worker.
+SPREADING = ('random', 'round_robin', 'power_of_two', 'cache_aware', 'consistent_hash')
+# Flags the module writes itself; extra_args must not repeat them, nor abbreviate them (argparse takes prefixes).
+MANAGED_FLAGS = ('--host', '--port', '--worker-urls', '--policy', '--prometheus-host', '--prometheus-port',
+                 '--worker-startup-check-interval', '--worker-startup-timeout-secs', '--health-check-interval-secs',
+                 '--health-failure-threshold', '--health-success-threshold', '--health-check-endpoint',
+                 '--cache-threshold', '--balance-abs-threshold', '--balance-rel-threshold', '--api-key',
+                 '--log-level')
+RENDER_PATH = '/v1/chat/completions/render'
+_ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+_LOG_ERRORS = (
+    re.compile(r'Address already in use'),
+    re.compile(r'PanicException'),
+    re.compile(r'error: (argument|unrecognized arguments|the following arguments)'),
+    re.compile(r'\bERROR\b'),
+)
+
+
+def build_router_argv(binary, settings):
+    """The router's command line from ``settings`` (keys as the module's options); the worker URLs are sorted so
+    that the same inventory renders the same unit whatever the order of the hosts."""
+    s = settings
+    argv = [binary, '--host', s['host'], '--port', str(s['port']), '--policy', s['policy'],
+            '--prometheus-host', s['prometheus_host'], '--prometheus-port', str(s['prometheus_port']),
+            '--worker-startup-check-interval', str(s['worker_startup_check_interval']),
+            '--worker-startup-timeout-secs', str(s['worker_startup_timeout']),
+            '--health-check-interval-secs', str(s['health_check_interval']),
+            '--health-failure-threshold', str(s['health_failure_threshold']),
+            '--health-success-threshold', str(s['health_success_threshold'])]
+    for key, flag in (('cache_threshold', '--cache-threshold'), ('balance_abs_threshold', '--balance-abs-threshold'),
+                      ('balance_rel_threshold', '--balance-rel-threshold')):
+        if s.get(key) is not None:
+            argv += [flag, str(s[key])]
+    argv += list(s.get('extra_args') or [])
+    # Last: --worker-urls takes every following word that is not a flag.
+    argv += ['--worker-urls'] + sorted(set(s['worker_urls']))
+    return argv
+
+
+def managed_flag_in(extra_args):
+    """The first word of ``extra_args`` that sets (or abbreviates, as argparse allows) a flag the module writes,
+    with that flag; None when there is none."""
+    for word in extra_args or []:
+        text = str(word)
+        if not text.startswith('--') or text == '--':
+            continue
+        name = text.split('=', 1)[0].replace('_', '-')
+        for flag in MANAGED_FLAGS:
+            if flag.startswith(name) and len(name) > 2:
+                return text, flag
+    return None
+
+
+def parse_workers(text):
+    """``[{'url': str, 'healthy': bool}]`` from the body of ``GET /workers`` (objects with ``url`` and
+    ``is_healthy``, or plain URL strings, which count as healthy). Raises ValueError on anything else."""
+    doc = json.loads(text)
+    items = doc.get('workers') if isinstance(doc, dict) else doc
+    if not isinstance(items, list):
+        raise ValueError('no "workers" list in the answer')
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append({'url': item.rstrip('/'), 'healthy': True})
+        elif isinstance(item, dict) and isinstance(item.get('url'), str):
+            out.append({'url': item['url'].rstrip('/'), 'healthy': item.get('is_healthy', True) is True})
+        else:
+            raise ValueError('a worker entry is neither a URL nor an object with "url": %r' % (item,))
+    return out
+
+
+def workers_problem(expected, workers):
+    """What is wrong with the router's workers against the ``expected`` URLs, or '' (all listed and healthy)."""
+    listed = dict((w['url'], w['healthy']) for w in workers)
+    want = sorted(set(u.rstrip('/') for u in expected))
+    missing = [u for u in want if u not in listed]
+    unhealthy = [u for u in want if listed.get(u) is False]
+    extra = sorted(u for u in listed if u not in want)
+    parts = []
+    if missing:
+        parts.append('not listed: %s' % ', '.join(missing))
+    if unhealthy:
+        parts.append('unhealthy: %s' % ', '.join(unhealthy))
+    if extra:
+        parts.append('listed but not wanted: %s' % ', '.join(extra))
+    return '; '.join(parts)
+
+
+def log_error(text):
+    """The last line of the router's log that says why it failed (colour codes removed), or ''."""
+    found = ''
+    for line in _ANSI.sub('', text or '').splitlines():
+        if any(p.search(line) for p in _LOG_ERRORS):
+            found = line.strip()
+    return found[:400]
+
+
+def resolve_policy(requested, render, allow_unsafe=False):
+    """The policy to run, from the ``requested`` one (``auto`` or a name) and ``render``: ``{worker URL: HTTP status
+    of POST /v1/chat/completions/render}`` (None: no answer). Returns ``{'policy', 'reason', 'warnings',
+    'error'}``; ``error`` is '' or why the request is refused (with the fix), turned into a warning by
+    ``allow_unsafe``."""
+    render = render or {}
+    lacking = sorted(u for u, code in render.items() if code != 200)
+    if lacking:
+        codes = ', '.join('%s -> %s' % (u, render[u] if render[u] is not None else 'no answer') for u in lacking)
+        no_render = ('%d of %d worker(s) do not serve POST %s (%s)' % (len(lacking), len(render), RENDER_PATH,
+                                                                       codes))
+    else:
+        no_render = ''
+    out = {'policy': requested, 'reason': 'as set', 'warnings': [], 'error': ''}
+    if requested == 'auto':
+        if render and not lacking:
+            out.update(policy='cache_aware', reason='auto: every worker serves %s' % RENDER_PATH)
+        else:
+            out.update(policy='round_robin',
+                       reason='auto: %s, so cache_aware would send every request to one worker' % (
+                           no_render or 'no worker was asked for ' + RENDER_PATH))
+            out['warnings'].append(
+                'vllm-router runs round_robin, not cache_aware: %s. cache_aware needs it on every instance (vLLM '
+                'releases that gate it need --enable-scale-out); see docs/router.md' % (no_render or 'no render probe'))
+        return out
+    refusal = ''
+    if requested == 'kv_aware':
+        refusal = ('kv_aware credited 0 tokens from the KV events of vLLM in vllm-router 0.1.17 (docs/router.md): '
+                   'it routes no better than load alone. Use auto (cache_aware where the instances serve %s, else '
+                   'round_robin)' % RENDER_PATH)
+    elif requested == 'cache_aware' and lacking:
+        refusal = ('cache_aware needs POST %s on every instance, and %s: vllm-router would send every request to '
+                   'one worker (it logs preparation_rejected) with no error. Use auto or round_robin, or open the '
+                   'endpoint on the instances' % (RENDER_PATH, no_render))
+    elif requested == 'consistent_hash':
+        out['warnings'].append('consistent_hash hashes session headers or the whole body: requests that share only '
+                               'a system prompt get no prefix affinity')
+    if refusal:
+        if allow_unsafe:
+            out['warnings'].append(refusal)
+        else:
+            out['error'] = refusal
+    return out
+
+
+def spread_problem(policy, counts, rejected=0):
+    """'' when the requests sent through the router landed as ``policy`` should, else why not. ``counts``: ``{worker
+    URL: requests it received}`` for requests with distinct prefixes (at least two per worker, overlapping);
+    ``rejected``: how many of them the router could not prepare (``preparation_rejected``: a worker without
+    render)."""
+    total = sum(counts.values())
+    busy = sorted(u for u, n in counts.items() if n > 0)
+    if policy not in SPREADING or len(counts) < 2 or total < 2:
+        return ''
+    if len(busy) <= 1:
+        where = busy[0] if busy else 'no worker'
+        cause = ''
+        if policy == 'cache_aware' and rejected:
+            cause = (' (%d request(s) were preparation_rejected: a worker does not serve POST %s)'
+                     % (rejected, RENDER_PATH))
+        elif policy == 'cache_aware':
+            cause = (' (vllm-router 0.1.17 sends a request with no cached prefix to the worker with the fewest '
+                     'requests in flight, the first one on a tie: overlapping requests should have spread)')
+        return ('all %d requests with distinct prefixes went to %s under policy %s, none to the %d other worker(s)%s'
+                % (total, where, policy, len(counts) - len(busy) if busy else len(counts), cause))
+    return ''
+
+
+def rejected(metrics_text):
+    """Requests the router could not prepare for cache_aware so far (``vllm_router_kv_routing_inputs_total
+    {result="preparation_rejected"}``)."""
+    total = 0
+    for line in (metrics_text or '').splitlines():
+        if line.startswith('vllm_router_kv_routing_inputs_total{') and 'result="preparation_rejected"' in line:
+            try:
+                total += int(float(line.rsplit(None, 1)[-1]))
+            except (ValueError, OverflowError, IndexError):
+                continue
+    return total
+
+
+def decisions(metrics_text):
+    """``{worker URL: requests routed}`` from the router's Prometheus text (``vllm_router_processed_requests_total
+    {worker="..."}``)."""
+    out = {}
+    for line in (metrics_text or '').splitlines():
+        if not line.startswith('vllm_router_processed_requests_total{'):
+            continue
+        match = re.match(r'vllm_router_processed_requests_total\{[^}]*worker="([^"]+)"[^}]*\}\s+([0-9.eE+]+)', line)
+        if match:
+            try:
+                out[match.group(1).rstrip('/')] = out.get(match.group(1).rstrip('/'), 0) + int(float(match.group(2)))
+            except (ValueError, OverflowError):
+                continue
+    return out
