@@ -171,6 +171,50 @@ def make_dataset(seed, count, input_tokens, counter=None, overhead=CHAT_OVERHEAD
 
 
 # --- HTTP ------------------------------------------------------------------------------------------------------
+def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_tokens, counter=None,
+                               overhead=CHAT_OVERHEAD):
+    """``count`` prompts in ``groups`` groups that share a long prefix (a system prompt of about ``prefix_tokens``
+    tokens) and each end with a question of its own, of about ``question_tokens`` tokens plus 0-9 more (lengths
+    vary, as vllm-router has keyed token routing by the token count). The groups take turns in a seeded random
+    order, each as often as the others (to within one): a fixed rotation would give round robin over an even number
+    of instances a prefix affinity by accident (prefix k, k+K, k+2K, ... all on one instance when K is even).
+
+    Deterministic for ``seed``; ``tokens`` are the server's counts of the whole request when ``counter`` answers,
+    else the word count plus the template overhead. Returns the dict of ``make_dataset`` plus ``groups``,
+    ``group_of`` (per prompt) and ``prefix_tokens``.
+    """
+    groups = max(1, int(groups))
+    prefixes = []
+    for k in range(groups):
+        rng = random.Random('%d/prefix/%d' % (int(seed), k))
+        prefixes.append(' '.join(_word(rng) for _pos in range(max(1, int(prefix_tokens) - overhead))))
+    order = [index % groups for index in range(int(count))]
+    random.Random('%d/order' % int(seed)).shuffle(order)
+    prompts, tokens, group_of = [], [], []
+    used_counter = [False]
+    for index in range(int(count)):
+        k = order[index]
+        rng = random.Random('%d/question/%d' % (int(seed), index))
+        question = ' '.join(_word(rng) for _pos in range(max(1, int(question_tokens) + rng.randrange(10))))
+        text = prefixes[k] + ' ' + question
+        value = counter(text) if counter is not None else None
+        if value is not None:
+            used_counter[0] = True
+        prompts.append(text)
+        tokens.append(value if value is not None else len(text.split()) + overhead)
+        group_of.append(k)
+    digest = hashlib.sha256()
+    for text in prompts:
+        digest.update(text.encode('utf-8'))
+        digest.update(b'\0')
+    return {
+        'prompts': prompts, 'tokens': tokens, 'exact': False, 'seed': int(seed), 'count': int(count),
+        'input_tokens': int(prefix_tokens) + int(question_tokens), 'method': 'tokenize' if used_counter[0] else 'words',
+        'fingerprint': digest.hexdigest()[:16], 'groups': groups, 'group_of': group_of,
+        'prefix_tokens': int(prefix_tokens),
+    }
+
+
 def split_url(url):
     """``(scheme, host, port, base_path)`` of an instance URL such as ``http://10.0.0.1:8002``."""
     parts = urlsplit(url if '://' in url else 'http://' + url)

@@ -15,10 +15,14 @@ Facts used (vllm-router 0.1.17, seen on this project's machines; docs/router.md 
   ``GET /liveness`` is 200 while the router runs.
 - The client's ``Authorization`` header is passed on to the worker: an instance's API key works through the
   router with no key given to the router (its own ``--api-key`` flag would put the key on its command line).
-- ``cache_aware`` first asks every worker for ``POST /v1/chat/completions/render``; a worker without it (404, or
-  403 where vLLM gates it behind ``--enable-scale-out``) makes the router log ``preparation_rejected`` and send
-  every request to one worker, with no error (metric ``vllm_router_kv_routing_inputs_total{result=
-  "preparation_rejected"}``).
+- ``cache_aware`` first asks every worker for ``POST /v1/chat/completions/render`` (the prompt's token ids). A
+  worker that answers 404, 405 or 501 (no render: vLLM before 0.15, or 0.30-0.31 with the endpoint gated) is asked
+  ``POST /tokenize`` instead (``src/backend/preprocess.rs`` of the 0.1.17 sdist), except for requests with tools or
+  a response format. Any other error (403: vLLM 0.32+ with the endpoint gated behind ``--enable-scale-out``) makes
+  the router log ``preparation_rejected`` and send every request to one worker, with no error (metric
+  ``vllm_router_kv_routing_inputs_total{result="preparation_rejected"}``).
+- Releases 0.1.12 to 0.1.16 do not call render but read no text from chat requests either (``input_chars=0``):
+  their ``cache_aware`` is load balancing only. 0.1.9 and 0.1.10 are source packages only.
 - ``kv_aware`` (KV events over ZMQ) received events but credited 0 tokens with vLLM 0.32: not usable as seen.
 - A worker that stops answering is left out after ``--health-failure-threshold`` failed checks
   ``--health-check-interval-secs`` apart; requests to it meanwhile are retried on another worker.
@@ -43,6 +47,9 @@ MANAGED_FLAGS = ('--host', '--port', '--worker-urls', '--policy', '--prometheus-
                  '--cache-threshold', '--balance-abs-threshold', '--balance-rel-threshold', '--api-key',
                  '--log-level')
 RENDER_PATH = '/v1/chat/completions/render'
+TOKENIZE_PATH = '/tokenize'
+# Answers to render after which vllm-router 0.1.17 asks /tokenize instead (render_unavailable).
+RENDER_FALLBACK_CODES = (404, 405, 501)
 _ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 _LOG_ERRORS = (
     re.compile(r'Address already in use'),
@@ -131,40 +138,77 @@ def log_error(text):
     return found[:400]
 
 
-def resolve_policy(requested, render, allow_unsafe=False):
-    """The policy to run, from the ``requested`` one (``auto`` or a name) and ``render``: ``{worker URL: HTTP status
-    of POST /v1/chat/completions/render}`` (None: no answer). Returns ``{'policy', 'reason', 'warnings',
-    'error'}``; ``error`` is '' or why the request is refused (with the fix), turned into a warning by
-    ``allow_unsafe``."""
+def prepared_by(render, tokenize=None):
+    """``{worker: 'render' | 'tokenize' | None}``: how vllm-router 0.1.17 gets each worker's token ids, from the
+    status codes of ``POST /v1/chat/completions/render`` and of ``POST /tokenize`` (None: no answer)."""
+    out = {}
+    for url, code in (render or {}).items():
+        if code == 200:
+            out[url] = 'render'
+        elif code in RENDER_FALLBACK_CODES and (tokenize or {}).get(url) == 200:
+            out[url] = 'tokenize'
+        else:
+            out[url] = None
+    return out
+
+
+def _codes(urls, render, tokenize):
+    parts = []
+    for url in urls:
+        text = '%s -> render %s' % (url, render.get(url) if render.get(url) is not None else 'no answer')
+        if render.get(url) in RENDER_FALLBACK_CODES:
+            code = (tokenize or {}).get(url)
+            text += ', tokenize %s' % (code if code is not None else 'no answer')
+        parts.append(text)
+    return ', '.join(parts)
+
+
+def resolve_policy(requested, render, allow_unsafe=False, tokenize=None):
+    """The policy to run, from the ``requested`` one (``auto`` or a name), ``render`` (``{worker URL: HTTP status of
+    POST /v1/chat/completions/render}``, None: no answer) and ``tokenize`` (the same for ``POST /tokenize``, asked
+    where render is absent). Returns ``{'policy', 'reason', 'warnings', 'error'}``; ``error`` is '' or why the
+    request is refused (with the fix), turned into a warning by ``allow_unsafe``."""
     render = render or {}
-    lacking = sorted(u for u, code in render.items() if code != 200)
+    how = prepared_by(render, tokenize)
+    lacking = sorted(u for u, way in how.items() if way is None)
+    fallback = sorted(u for u, way in how.items() if way == 'tokenize')
+    no_prep = ''
     if lacking:
-        codes = ', '.join('%s -> %s' % (u, render[u] if render[u] is not None else 'no answer') for u in lacking)
-        no_render = ('%d of %d worker(s) do not serve POST %s (%s)' % (len(lacking), len(render), RENDER_PATH,
-                                                                       codes))
-    else:
-        no_render = ''
+        no_prep = ('%d of %d worker(s) give vllm-router no token ids (%s)'
+                   % (len(lacking), len(render), _codes(lacking, render, tokenize)))
     out = {'policy': requested, 'reason': 'as set', 'warnings': [], 'error': ''}
+    fallback_note = ''
+    if fallback:
+        fallback_note = ('%d worker(s) do not serve %s and are asked %s instead (%s): requests with tools or a '
+                         'response format get no prefix routing there'
+                         % (len(fallback), RENDER_PATH, TOKENIZE_PATH, ', '.join(fallback)))
     if requested == 'auto':
         if render and not lacking:
-            out.update(policy='cache_aware', reason='auto: every worker serves %s' % RENDER_PATH)
+            out.update(policy='cache_aware', reason='auto: every worker serves %s%s' % (
+                RENDER_PATH, ' or %s' % TOKENIZE_PATH if fallback else ''))
+            if fallback_note:
+                out['warnings'].append(fallback_note)
         else:
             out.update(policy='round_robin',
                        reason='auto: %s, so cache_aware would send every request to one worker' % (
-                           no_render or 'no worker was asked for ' + RENDER_PATH))
+                           no_prep or 'no worker was asked for ' + RENDER_PATH))
             out['warnings'].append(
-                'vllm-router runs round_robin, not cache_aware: %s. cache_aware needs it on every instance (vLLM '
-                'releases that gate it need --enable-scale-out); see docs/router.md' % (no_render or 'no render probe'))
+                'vllm-router runs round_robin, not cache_aware: %s. cache_aware needs render (or, where render is '
+                'absent, /tokenize) on every instance; vLLM 0.32+ answers 403 unless started with '
+                '--enable-scale-out; see docs/router.md' % (no_prep or 'no render probe'))
         return out
     refusal = ''
     if requested == 'kv_aware':
         refusal = ('kv_aware credited 0 tokens from the KV events of vLLM in vllm-router 0.1.17 (docs/router.md): '
-                   'it routes no better than load alone. Use auto (cache_aware where the instances serve %s, else '
-                   'round_robin)' % RENDER_PATH)
+                   'it routes no better than load alone. Use auto (cache_aware where the instances give token ids, '
+                   'else round_robin)')
     elif requested == 'cache_aware' and lacking:
-        refusal = ('cache_aware needs POST %s on every instance, and %s: vllm-router would send every request to '
-                   'one worker (it logs preparation_rejected) with no error. Use auto or round_robin, or open the '
-                   'endpoint on the instances' % (RENDER_PATH, no_render))
+        refusal = ('cache_aware needs token ids from every instance (POST %s, or %s where render is absent), and %s: '
+                   'vllm-router would send every request to one worker (it logs preparation_rejected) with no error. '
+                   'Use auto or round_robin, or open the endpoint on the instances (vLLM 0.32+: --enable-scale-out)'
+                   % (RENDER_PATH, TOKENIZE_PATH, no_prep))
+    elif requested == 'cache_aware' and fallback_note:
+        out['warnings'].append(fallback_note)
     elif requested == 'consistent_hash':
         out['warnings'].append('consistent_hash hashes session headers or the whole body: requests that share only '
                                'a system prompt get no prefix affinity')
@@ -189,8 +233,8 @@ def spread_problem(policy, counts, rejected=0):
         where = busy[0] if busy else 'no worker'
         cause = ''
         if policy == 'cache_aware' and rejected:
-            cause = (' (%d request(s) were preparation_rejected: a worker does not serve POST %s)'
-                     % (rejected, RENDER_PATH))
+            cause = (' (%d request(s) were preparation_rejected: a worker gave no token ids, e.g. POST %s refused '
+                     'with 403 by vLLM 0.32+ started without --enable-scale-out)' % (rejected, RENDER_PATH))
         elif policy == 'cache_aware':
             cause = (' (vllm-router 0.1.17 sends a request with no cached prefix to the worker with the fewest '
                      'requests in flight, the first one on a tie: overlapping requests should have spread)')

@@ -81,6 +81,19 @@ options:
     description: Prompt length in tokens, chat template included (the guide 1024).
     type: int
     default: 1024
+  shared_prefixes:
+    description:
+      - 0 (the guide) sends fully random prompts. A number K above 0 sends K groups of prompts that share a prefix
+        (a system prompt of O(prefix_tokens) tokens), each ending with a question of its own of about
+        O(input_tokens) tokens (0-9 more, so lengths differ), interleaved group by group - the workload on which
+        a routing policy with prefix affinity differs from round robin.
+      - Only with O(tool=builtin).
+    type: int
+    default: 0
+  prefix_tokens:
+    description: Length of each shared prefix with O(shared_prefixes), in words of the dataset (about one token each).
+    type: int
+    default: 896
   output_tokens:
     description: C(max_tokens) of every request (the guide 10).
     type: int
@@ -222,6 +235,8 @@ dataset:
     exact: {description: Whether every prompt has exactly the wanted length., type: bool}
     method: {description: C(tokenize) (server tokenizer) or C(words) (assumed)., type: str}
     fingerprint: {description: sha256 prefix over the prompts; equal fingerprints mean the same prompts., type: str}
+    shared_prefixes: {description: O(shared_prefixes) (0 - fully random prompts)., type: int}
+    prefix_tokens: {description: O(prefix_tokens) with O(shared_prefixes), else null., type: int}
 summary:
   description: Aggregate of the step; latencies in milliseconds.
   returned: success
@@ -321,6 +336,7 @@ def dataset_info(data):
         'tokens': {'min': min(tokens) if tokens else None, 'max': max(tokens) if tokens else None,
                    'mean': round(float(sum(tokens)) / len(tokens), 1) if tokens else None},
         'exact': data['exact'], 'method': data['method'], 'fingerprint': data['fingerprint'],
+        'shared_prefixes': data.get('groups', 0), 'prefix_tokens': data.get('prefix_tokens'),
     }
 
 
@@ -368,6 +384,12 @@ def check_params(params):
         raise KvpoolError('temperature must be 0 or above (got %s)' % params['temperature'])
     for name in sorted(params['metrics_urls'] or {}):
         params['metrics_urls'][name] = _validate.http_url(params['metrics_urls'][name], 'metrics_urls.%s' % name)
+    if params['shared_prefixes'] < 0 or params['shared_prefixes'] > params['num_requests']:
+        raise KvpoolError('shared_prefixes must be between 0 and num_requests (got %d)' % params['shared_prefixes'])
+    if params['shared_prefixes'] and params['prefix_tokens'] < 8:
+        raise KvpoolError('prefix_tokens must be at least 8 (got %d)' % params['prefix_tokens'])
+    if params['shared_prefixes'] and params['tool'] != 'builtin':
+        raise KvpoolError('shared_prefixes needs tool=builtin (AISBench generates its own prompts from a file)')
     if params['tool'] == 'aisbench':
         if params['api'] != 'chat':
             raise KvpoolError('tool=aisbench runs the guide\'s vllm_api_stream_chat: api must be chat')
@@ -431,6 +453,8 @@ def main():
             num_requests=dict(type='int', default=100),
             input_tokens=dict(type='int', default=1024, no_log=False),
             output_tokens=dict(type='int', default=10, no_log=False),
+            shared_prefixes=dict(type='int', default=0),
+            prefix_tokens=dict(type='int', default=896, no_log=False),
             concurrency=dict(type='int', default=25),
             temperature=dict(type='float', default=0),
             ignore_eos=dict(type='bool', default=True),
@@ -492,8 +516,13 @@ def run(module):
         inner = counter
         counter = (lambda text: inner(_aisbench.wrap_prompt(text))) if inner is not None else None
         overhead += 2
-    data = _loadgen.make_dataset(params['dataset_seed'], params['num_requests'], params['input_tokens'], counter,
-                                 overhead)
+    if params['shared_prefixes']:
+        data = _loadgen.make_shared_prefix_dataset(params['dataset_seed'], params['shared_prefixes'],
+                                                   params['num_requests'], params['prefix_tokens'],
+                                                   params['input_tokens'], counter, overhead)
+    else:
+        data = _loadgen.make_dataset(params['dataset_seed'], params['num_requests'], params['input_tokens'], counter,
+                                     overhead)
     result['dataset'] = dataset_info(data)
 
     result['started'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())

@@ -44,6 +44,13 @@ options:
     type: str
     choices: [started, stopped, restarted]
     default: started
+  name:
+    description:
+      - Name of the router; its unit is C(kvpool-<name>.service). A second router beside the deployed one (the
+        benchmark's round-robin router, C(router-rr)) takes another name and other ports.
+      - Lowercase letters, digits and C(-); not starting with C(vllm-), the prefix of the instances' units.
+    type: str
+    default: router
   binary:
     description: The C(vllm-router) executable, normally in its own virtualenv.
     type: path
@@ -242,6 +249,7 @@ ready_seconds:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _validate
@@ -256,13 +264,17 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     check_service_params,
 )
 
-# Not kvpool-vllm-*: that prefix is the instances' (vllm_server stops every unlisted kvpool-vllm-* unit).
-UNIT = 'kvpool-router'
+# Units are kvpool-<name>, never kvpool-vllm-*: that prefix is the instances' (vllm_server stops every unlisted
+# kvpool-vllm-* unit).
+NAME_RE = re.compile(r'^[a-z0-9][a-z0-9-]{0,40}$')
 
 
 def check_params(p):
     """Everything the argument spec cannot say; returns (worker URLs, environment). Raises KvpoolError naming the
     option, the value and the fix."""
+    if not NAME_RE.match(p['name'] or '') or p['name'].startswith('vllm-'):
+        raise KvpoolError('name=%r: use lowercase letters, digits and -, not starting with vllm- (the unit is '
+                          'kvpool-<name>; kvpool-vllm-* are the instances\' units)' % p['name'])
     for name in ('port', 'prometheus_port'):
         _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
     if p['port'] == p['prometheus_port']:
@@ -294,6 +306,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
+            name=dict(type='str', default='router'),
             binary=dict(type='path', default='/opt/ascend-kvpool/vllm-router/bin/vllm-router'),
             host=dict(type='str', default='127.0.0.1'),
             port=dict(type='int', default=30000),
@@ -339,7 +352,8 @@ def _run(module):
                              % p['binary'], **result)
     result['argv'] = argv
     try:
-        spec = ServiceSpec(UNIT, 'vllm-router in front of the vLLM instances (ascend.kvpool)', argv or ['/bin/true'],
+        spec = ServiceSpec('kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
+                           % p['name'], argv or ['/bin/true'],
                            env=env, owner='ascend.kvpool.vllm_router', stop_timeout=p['stop_timeout'],
                            start_limit_burst=p['restart_limit_burst'],
                            start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])

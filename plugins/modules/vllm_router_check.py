@@ -16,9 +16,11 @@ version_added: 0.2.0
 description:
   - Two read-only checks around M(ascend.kvpool.vllm_router), run from the router's host.
   - With O(render=true), before the router starts, it asks every worker at once for C(POST
-    /v1/chat/completions/render) (one short message) and returns the status codes. vllm-router's C(cache_aware)
-    needs that endpoint on every worker; without it the router sends every request to one worker, with no error.
-    The role C(ascend.kvpool.kvpool_router) chooses the policy from these codes.
+    /v1/chat/completions/render) (one short message), and where that answers 404, 405 or 501 for C(POST
+    /tokenize), and returns the status codes. vllm-router 0.1.17's C(cache_aware) gets every request's token ids
+    from render, or from C(/tokenize) where render is absent; a worker that gives neither (vLLM 0.32+ answers
+    render with 403 unless started with C(--enable-scale-out)) makes the router send every request to one worker,
+    with no error. The role C(ascend.kvpool.kvpool_router) chooses the policy from these codes.
   - With O(spread_requests) above 0, after the router started, it sends that many short chat requests, each with a
     prefix of its own and of a length of its own, one per worker at a time (overlapping, as traffic does), through
     O(router_url), reads the router's per-worker counter
@@ -104,6 +106,11 @@ render:
   returned: when O(render=true)
   type: dict
   sample: {"http://172.31.250.11:8002": 200, "http://172.31.250.12:8002": 404}
+tokenize:
+  description: Status code of C(POST /tokenize) per worker whose render answered 404, 405 or 501.
+  returned: when O(render=true)
+  type: dict
+  sample: {"http://172.31.250.12:8002": 200}
 counts:
   description: Requests of the spread check that the router sent to each worker.
   returned: when the spread check ran
@@ -179,10 +186,22 @@ def _run(module):
     result = dict(changed=False, skipped_spread='')
     if p['render']:
         def probe(url):
-            return url, http_status(url + _router.RENDER_PATH, timeout=p['timeout'], headers=headers,
-                                    data=_body(p['model'], 'ping', 1))[0]
+            code = http_status(url + _router.RENDER_PATH, timeout=p['timeout'], headers=headers,
+                               data=_body(p['model'], 'ping', 1))[0]
+            fallback = None
+            if code in _router.RENDER_FALLBACK_CODES:
+                # Where render is absent vllm-router 0.1.17 asks /tokenize with the same messages.
+                doc = {'messages': [{'role': 'user', 'content': 'ping'}]}
+                if p['model']:
+                    doc['model'] = p['model']
+                fallback = http_status(url + _router.TOKENIZE_PATH, timeout=p['timeout'], headers=headers,
+                                       data=doc)[0]
+            return url, code, fallback
         with ThreadPoolExecutor(max_workers=min(32, len(workers)) or 1) as pool:
-            result['render'] = dict(pool.map(probe, workers))
+            answers = list(pool.map(probe, workers))
+        result['render'] = dict((url, code) for url, code, _fallback in answers)
+        result['tokenize'] = dict((url, fallback) for url, code, fallback in answers
+                                  if code in _router.RENDER_FALLBACK_CODES)
     if p['spread_requests'] > 0:
         if module.check_mode:
             result['skipped_spread'] = 'check mode: no requests sent through the router'

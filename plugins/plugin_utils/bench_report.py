@@ -170,7 +170,8 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
             step['aisbench'] = dict((k, v) for k, v in res['aisbench'].items() if k != 'output_tail')
         steps.append(step)
     by_id = dict((s['id'], s) for s in steps)
-    checks = _checks(by_id)
+    routing = routing_section(results, (settings or {}).get('router_policy', ''))
+    checks = _checks(by_id, routing)
     findings = [c for c in checks if not c['ok']]
     flags = _ttft_flags(steps)
     report = {
@@ -190,19 +191,133 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
         'findings': findings,
         'ttft_flags': flags,
         'ok': not findings,
+        'routing': routing,
     }
     report['summary'] = summary_lines(report)
     return report
+
+
+# The steps through the router (docs/router.md): dataset A through the deployed router, then the same workload of
+# shared prefixes through a temporary round-robin router and through the deployed router (its own seed each).
+ROUTER_STEPS = [
+    {'id': 'router', 'guide': 'router', 'title': 'Dataset A through the router (hit sources per instance)'},
+    {'id': 'routing_rr', 'guide': 'RR', 'title': 'Shared prefixes through a round-robin router'},
+    {'id': 'routing_policy', 'guide': 'policy', 'title': 'Shared prefixes through the deployed router'},
+]
+INSTANCES = ('instance1', 'instance2')
+
+
+def _sum_hits(res):
+    """Hits of every instance of the step added up (``prefix_*``, ``external_*``), with the per-instance ones and
+    the requests each instance served (``vllm:request_success_total``)."""
+    total = {'prefix_queries': 0.0, 'prefix_hits': 0.0, 'external_queries': 0.0, 'external_hits': 0.0}
+    per, served = {}, {}
+    for name in INSTANCES:
+        entry = _d(_d(_d(res).get('metrics')).get(name))
+        hits = entry.get('hits') if isinstance(entry.get('hits'), dict) else None
+        per[name] = hits
+        delta = _d(entry.get('delta'))
+        served[name] = sum(v for k, v in delta.items() if str(k).startswith('vllm:request_success_total')
+                           and _num(v) is not None) if delta else None
+        for key in total:
+            if hits and _num(hits.get(key)) is not None:
+                total[key] += hits[key]
+    total['prefix_hit_rate'] = (total['prefix_hits'] / total['prefix_queries']) if total['prefix_queries'] else None
+    total['external_hit_rate'] = ((total['external_hits'] / total['external_queries'])
+                                  if total['external_queries'] else None)
+    return total, per, served
+
+
+def routing_section(results, policy=''):
+    """The steps through the router, and the comparison of the deployed policy against round robin on the shared
+    prefixes: ``steps`` (as the guide's, with ``hits`` added up over both instances, ``per_instance`` and
+    ``served``) and ``comparison`` (ratios policy / round robin of the median TTFT and of the device hit rate, and
+    whether the goal - device hit rate up, median TTFT down - is met). None when no router step was asked for."""
+    results = dict(results or {})
+    if not any(results.get(spec['id']) is not None for spec in ROUTER_STEPS):
+        return None
+    steps = []
+    for spec in ROUTER_STEPS:
+        res = results.get(spec['id'])
+        step = dict(spec)
+        if res is None or (isinstance(res, dict) and res.get('skipped')):
+            step.update(status='not run', summary=None)
+        elif isinstance(res, dict) and res.get('check_mode') and res.get('summary') is None:
+            step.update(status='check mode', summary=None, message=res.get('msg'))
+        elif not _usable(res):
+            step.update(status='error', summary=None,
+                        error=str(_d(res).get('msg') or 'no result') if isinstance(res, dict) else 'no result')
+        else:
+            hits, per, served = _sum_hits(res)
+            step.update(status='ok', url=res.get('url'), dataset=res.get('dataset'), summary=res.get('summary'),
+                        hits=hits, per_instance=per, served=served)
+        steps.append(step)
+    by_id = dict((s['id'], s) for s in steps)
+    rr, chosen = by_id['routing_rr'], by_id['routing_policy']
+    comparison = None
+    if rr['status'] == 'ok' and chosen['status'] == 'ok':
+        ttft_rr, ttft_p = _stat(rr, 'ttft_ms', 'median'), _stat(chosen, 'ttft_ms', 'median')
+        dev_rr, dev_p = rr['hits'].get('prefix_hit_rate'), chosen['hits'].get('prefix_hit_rate')
+        ttft_ratio = round(ttft_p / ttft_rr, 3) if ttft_rr and ttft_p is not None else None
+        dev_ratio = round(dev_p / dev_rr, 3) if dev_rr and dev_p is not None else None
+        met = (dev_p is not None and dev_rr is not None and dev_p > dev_rr
+               and ttft_p is not None and ttft_rr is not None and ttft_p < ttft_rr)
+        comparison = {'policy': policy or 'the deployed policy', 'median_ttft_ratio': ttft_ratio,
+                      'device_hit_rate_ratio': dev_ratio, 'goal_met': met,
+                      'device_hit_rate': {'round_robin': dev_rr, 'policy': dev_p},
+                      'median_ttft_ms': {'round_robin': ttft_rr, 'policy': ttft_p}}
+    return {'steps': steps, 'comparison': comparison}
+
+
+def routing_lines(section):
+    """The summary lines of the router steps."""
+    if not section:
+        return []
+    lines = []
+    for step in section['steps']:
+        if step['status'] != 'ok':
+            error = (': ' + step['error']) if step.get('error') else ''
+            lines.append('  %-6s %s%s' % (step['guide'], step['status'], error))
+            continue
+        ttft = _d(step['summary'].get('ttft_ms'))
+        hits = step['hits']
+        served = ', '.join('%s %s' % (k, _fmt(v, 0)) for k, v in sorted((step.get('served') or {}).items()))
+        lines.append('  %-6s TTFT median %s / p90 %s ms; device prefix hits %s, external (pool) hits %s; served: %s; '
+                     '%s/%s ok' % (step['guide'], _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
+                                   _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')), served,
+                                   step['summary'].get('succeeded'), step['summary'].get('requests')))
+    comp = section.get('comparison')
+    if comp:
+        lines.append('  routing %s vs round robin: median TTFT x%s, device hit rate x%s (goal: hit rate up and TTFT '
+                     'down: %s)' % (comp['policy'], _fmt(comp['median_ttft_ratio'], 3),
+                                    _fmt(comp['device_hit_rate_ratio'], 3), 'met' if comp['goal_met'] else 'MISSED'))
+    return lines
 
 
 def _check(name, ok, message, step=None):
     return {'check': name, 'ok': bool(ok), 'step': step, 'message': message}
 
 
-def _checks(by_id):
+def _router_checks(routing):
+    """Findings of the steps through the router: a step that could not run, requests that failed."""
+    out = []
+    for step in (routing or {}).get('steps') or []:
+        if step['status'] == 'error':
+            out.append(_check('step_failed', False, '%s could not run: %s' % (step['title'], step.get('error')),
+                              step['id']))
+        elif step['status'] == 'ok':
+            failed = _num(_d(step.get('summary')).get('failed')) or 0
+            out.append(_check('router_requests_ok', failed == 0, '%s: %s of %s requests failed' % (
+                step['title'], _fmt(failed, 0), _fmt(_d(step.get('summary')).get('requests'), 0)), step['id']))
+    return out
+
+
+def _checks(by_id, routing=None):
     out = []
     ran = [sid for sid in ('step1', 'flush', 'step2', 'step3') if by_id.get(sid, {}).get('status') == 'ok']
     attempted = [sid for sid in MEASURED if by_id.get(sid, {}).get('status') not in ('not run', 'check mode')]
+    attempted += [s['id'] for s in (routing or {}).get('steps') or [] if s['status'] not in ('not run', 'check mode')]
+    out += _router_checks(routing)
     if not attempted and not any(by_id.get(sid, {}).get('status') == 'check mode' for sid in MEASURED):
         out.append(_check('no_step_ran', False, 'no step of the benchmark ran (every result is missing or skipped): '
                           'nothing was measured; run benchmark.yml without --tags / --limit that skip its steps'))
@@ -328,6 +443,7 @@ def summary_lines(report):
                         _fmt(step.get('reference_ttft_ms'), 0), _server_text(step), _pct(hits.get('prefix_hit_rate')),
                         _pct(hits.get('external_hit_rate')), step['summary'].get('succeeded'),
                         step['summary'].get('requests')))
+    lines += routing_lines(report.get('routing'))
     for finding in report['findings']:
         lines.append('  FINDING %s: %s' % (finding['check'], finding['message']))
     for flag in report.get('ttft_flags') or []:
@@ -405,6 +521,28 @@ def render_markdown(report, chart_name=None):
             '`histogram_quantile`, so only as fine as the bucket bounds). "client vs server mean" is (client mean - '
             'server mean) / server mean; beyond %d%% the step is flagged: that share of the TTFT is the client or '
             'the network, not the pool.' % int(round(100 * TTFT_GAP_LIMIT)), '']
+    section = report.get('routing')
+    if section:
+        out += ['## Through the router', '',
+                '| step | requests ok/failed | TTFT median / p90 (ms) | device prefix hit rate | external (pool) hit '
+                'rate | requests served per instance |', '|---|---|---|---|---|---|']
+        for step in section['steps']:
+            if step['status'] != 'ok':
+                out.append('| %s | %s | | | | |' % (step['title'], step['status']))
+                continue
+            ttft_s = _d(step['summary'].get('ttft_ms'))
+            out.append('| %s | %s/%s | %s / %s | %s | %s | %s |' % (
+                step['title'], step['summary'].get('succeeded'), step['summary'].get('failed'),
+                _fmt(ttft_s.get('median')), _fmt(ttft_s.get('p90')), _pct(step['hits'].get('prefix_hit_rate')),
+                _pct(step['hits'].get('external_hit_rate')),
+                ', '.join('%s %s' % (k, _fmt(v, 0)) for k, v in sorted((step.get('served') or {}).items()))))
+        comp = section.get('comparison')
+        if comp:
+            out += ['', '%s against round robin on the same workload (shared prefixes): median TTFT x%s, device hit '
+                    'rate x%s. Goal (device hit rate up, median TTFT down): **%s**.' % (
+                        comp['policy'], _fmt(comp['median_ttft_ratio'], 3), _fmt(comp['device_hit_rate_ratio'], 3),
+                        'met' if comp['goal_met'] else 'MISSED')]
+        out += ['', 'Hit rates here are added up over both instances.', '']
     out += ['## Checks', '']
     for check in report.get('checks') or []:
         out.append('- %s **%s**: %s' % ('OK' if check['ok'] else 'FINDING', check['check'], check['message']))
@@ -439,18 +577,19 @@ def render_chart(report, path):
     except ImportError as exc:
         return 'matplotlib is not installed on the controller (%s): no chart' % exc
     steps = [s for s in report['steps'] if s['id'] in MEASURED]
+    steps += [s for s in (_d(report.get('routing')).get('steps') or []) if s['status'] == 'ok']
     if not any(s['status'] == 'ok' for s in steps):
         return 'no measured step: no chart'
     labels, medians, p90s, notes = [], [], [], []
     for step in steps:
         ttft = _d(_d(step.get('summary')).get('ttft_ms'))
         hits = step.get('hits') or {}
-        labels.append('%s\n%s' % (step['guide'], step['title'].split(': ', 1)[1]))
+        labels.append('%s\n%s' % (step['guide'], step['title'].split(': ', 1)[-1]))
         medians.append(_num(ttft.get('median')) or 0.0)
         p90s.append(_num(ttft.get('p90')) or 0.0)
         notes.append('prefix hits %s\nexternal hits %s'
                      % (_pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate'))))
-    fig, axis = plt.subplots(figsize=(9.5, 5.6), dpi=110)
+    fig, axis = plt.subplots(figsize=(9.5 if len(steps) <= 3 else 14, 5.6), dpi=110)
     xs = list(range(len(steps)))
     width = 0.36
     bars1 = axis.bar([x - width / 2 for x in xs], medians, width, label='median TTFT', color='#4C72B0')

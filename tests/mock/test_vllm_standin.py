@@ -643,3 +643,26 @@ def test_render_endpoint_as_the_emulated_release_serves_it(mc_python, model_dir,
             assert json.loads(data)["error"]["type"] == "PermissionDeniedError"
     finally:
         inst.stop()
+
+
+def test_an_unread_body_does_not_spill_into_the_next_request(mc_python, model_dir, workdir):
+    """404 / 401 answered before the body is read: on the same kept-alive connection the next request still parses
+    (uvicorn discards the rest of a body; vllm-router 0.1.17 falls back from a 404 render to /tokenize on the same
+    connection)."""
+    env = base_env(KVPOOL_SIM_VLLM_VERSION="0.14.1", VLLM_API_KEY="sekret")
+    inst = Instance(mc_python, model_dir, workdir, "keepalive", env)
+    try:
+        inst.wait_ready()
+        conn = http.client.HTTPConnection("127.0.0.1", inst.port, timeout=30)
+        body = json.dumps({"model": SERVED, "messages": [{"role": "user", "content": "a b c"}]})
+        auth = {"Content-Type": "application/json", "Authorization": "Bearer sekret"}
+        for path, headers, code in (("/v1/chat/completions/render", auth, 404),
+                                    ("/v1/chat/completions", {"Content-Type": "application/json"}, 401),
+                                    ("/tokenize", auth, 200)):
+            conn.request("POST", path, body, headers)
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == code, path
+        conn.close()
+    finally:
+        inst.stop()

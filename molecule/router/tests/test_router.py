@@ -125,8 +125,82 @@ def test_a_dead_worker_is_left_out_and_taken_back():
     assert lib.metric(WORKERS[1], 'vllm:request_success_total') > before
 
 
+def test_instances_that_refuse_render_get_round_robin_and_cache_aware_is_refused():
+    """The instances emulate vLLM 0.32 (render gated: 403 without --enable-scale-out): auto runs round_robin with a
+    warning naming the 403s, the spread check passes, and an explicit cache_aware is refused with the reason before
+    the router's unit changes. Then the default deployment again."""
+    env = {'KVPOOL_SIM_TIME_SCALE': '1.0', 'KVPOOL_SIM_DEVICE_BLOCKS': '40', 'KVPOOL_SIM_VLLM_VERSION': '0.32.0'}
+    try:
+        run = site(extra_vars={'vllm_instance_environment': env})
+        assert run.rc == 0, run.stdout[-6000:]
+        flat = ' '.join(run.stdout.split())
+        assert 'vllm-router runs round_robin, not cache_aware: 2 of 2 worker(s) give vllm-router no token ids' in flat
+        assert 'http://172.31.250.11:8002 -> render 403' in flat
+        assert 'policy round_robin (auto:' in flat
+        before = lib.sh(lib.NODES['node1'], 'md5sum /etc/systemd/system/kvpool-router.service')[1]
+        refused = site('--tags', 'router', extra_vars={'vllm_instance_environment': env,
+                                                       'kvpool_router_policy': 'cache_aware'})
+        assert refused.rc != 0
+        assert 'kvpool_router_policy=cache_aware refused: cache_aware needs token ids from every instance' in ' '.join(
+            refused.stdout.split()), refused.stdout[-3000:]
+        assert lib.sh(lib.NODES['node1'], 'md5sum /etc/systemd/system/kvpool-router.service')[1] == before
+    finally:
+        healed = site()
+        assert healed.rc == 0, healed.stdout[-4000:]
+
+
+KEY = 'sk-router-test-0123456789abcdef'
+
+
+def test_the_instances_api_key_works_through_the_router_which_holds_no_key():
+    """Instances deployed with an API key: the render probe and the spread check send it (kvpool_router_api_key
+    defaults to the instances' key), a client's key passes through the router, no key gets vLLM's 401, and the key is
+    nowhere in the router's unit or command line. Then the deployment without a key again."""
+    try:
+        run = site(extra_vars={'vllm_instance_api_key': KEY})
+        assert run.rc == 0, run.stdout[-6000:]
+        assert KEY not in run.stdout
+        headers = {'Authorization': 'Bearer ' + KEY, 'Content-Type': 'application/json'}
+        body = json.dumps({'model': 'qwen', 'max_tokens': 2, 'messages': [{'role': 'user', 'content': 'keyed'}]})
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(urllib.request.Request(ROUTER + '/v1/chat/completions', data=body.encode(),
+                                                headers=headers), timeout=10) as resp:
+            assert resp.status == 200
+        assert chat('no key')[0] == 401
+        rc, out = lib.sh(lib.NODES['node1'], 'cat /etc/systemd/system/kvpool-router.service; '
+                                             'tr "\\0" " " < /proc/$(systemctl show -p MainPID --value '
+                                             'kvpool-router)/cmdline')
+        assert rc == 0 and 'vllm-router' in out and KEY not in out, out
+    finally:
+        healed = site()
+        assert healed.rc == 0, healed.stdout[-4000:]
+
+
 def test_second_site_run_changes_nothing():
     run = site()
     assert run.rc == 0, run.stdout[-4000:]
     assert set(run.changed().values()) == {0}, run.changed_tasks()
     assert 'policy cache_aware (auto: every worker serves /v1/chat/completions/render)' in ' '.join(run.stdout.split())
+
+
+def test_benchmark_through_the_router_and_the_routing_comparison(tmp_path):
+    """benchmark.yml's router steps: dataset A through the router with the hit sources of both instances, then the
+    shared-prefix workload through a temporary round-robin router and through the deployed (cache_aware) router.
+    Prints the comparison; the goal is a higher device hit rate and a lower median TTFT than round robin."""
+    run = lib.playbook('benchmark.yml', '--tags', 'kvpool_benchmark_router,kvpool_benchmark_routing',
+                       var_files=(lib.SIM_VARS, VARS), extra_vars={'kvpool_benchmark_report_dir': str(tmp_path)})
+    assert run.rc == 0, run.stdout[-6000:]
+    report = json.loads((tmp_path / 'kvpool_benchmark.json').read_text())
+    routing = report['routing']
+    steps = dict((s['id'], s) for s in routing['steps'])
+    assert [steps[s]['status'] for s in ('router', 'routing_rr', 'routing_policy')] == ['ok'] * 3
+    assert all(v > 0 for v in steps['router']['served'].values()), steps['router']['served']
+    comp = routing['comparison']
+    for line in report['summary']:
+        if line.strip().startswith(('router', 'RR', 'policy', 'routing')):
+            print('benchmark: ' + line.strip())
+    assert comp['goal_met'], comp
+    assert 'median TTFT x' in '\n'.join(report['summary'])
+    # The temporary round-robin router is gone again.
+    assert lib.sh(lib.NODES['node1'], 'systemctl is-active kvpool-router-rr')[1].strip() in ('inactive', 'unknown')

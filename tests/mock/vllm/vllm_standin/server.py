@@ -94,6 +94,7 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
+        self._body_read = True
         try:
             data = json.loads(raw or b"null")
         except ValueError as exc:
@@ -108,7 +109,29 @@ class Handler(BaseHTTPRequestHandler):
             return True
         return self.headers.get("Authorization", "") in ["Bearer " + key for key in keys]
 
+    def _drain(self):
+        """Read a request body no handler read (a 401, 404 or 405 answered before it), as uvicorn does: on a kept-alive
+        connection its bytes would otherwise be parsed as the next request."""
+        if getattr(self, "_body_read", False):
+            return
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            length = 0
+        if length > 0:
+            try:
+                self.rfile.read(length)
+            except OSError:
+                self.close_connection = True
+
     def _route(self, method):
+        self._body_read = False
+        try:
+            self._dispatch(method)
+        finally:
+            self._drain()
+
+    def _dispatch(self, method):
         path = self.path.split("?")[0]
         app = self.server.app
         routes = {

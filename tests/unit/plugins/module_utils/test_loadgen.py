@@ -324,3 +324,19 @@ def test_deltas_hit_rates_and_master_state():
     assert _loadgen.master_state(after)['allocated_bytes'] == 655360
     # a real vLLM has no stand-in counters: None, not 0
     assert _loadgen.vllm_hits({'vllm:prefix_cache_queries_total{engine="0"}': 10})['pool_own_segment_tokens'] is None
+
+
+def test_shared_prefix_dataset_groups_interleave_and_vary_in_length():
+    data = _loadgen.make_shared_prefix_dataset(7, 4, 16, 100, 20)
+    assert sorted(data['group_of']) == sorted([0, 1, 2, 3] * 4) and data['groups'] == 4 and data['count'] == 16
+    assert data['group_of'] != [0, 1, 2, 3] * 4  # no fixed rotation (round robin would get affinity by accident)
+    prefixes = [' '.join(p.split()[:95]) for p in data['prompts']]
+    for i, k in enumerate(data['group_of']):
+        for j, other in enumerate(data['group_of']):
+            assert (prefixes[i] == prefixes[j]) == (k == other)
+    assert len(set(data['prompts'])) == 16 and len(set(data['tokens'])) > 1
+    again = _loadgen.make_shared_prefix_dataset(7, 4, 16, 100, 20)
+    assert again['fingerprint'] == data['fingerprint']
+    assert _loadgen.make_shared_prefix_dataset(8, 4, 16, 100, 20)['fingerprint'] != data['fingerprint']
+    counted = _loadgen.make_shared_prefix_dataset(7, 2, 4, 50, 10, counter=lambda text: len(text.split()) + 3)
+    assert counted['method'] == 'tokenize' and counted['tokens'][0] == len(counted['prompts'][0].split()) + 3

@@ -101,20 +101,34 @@ def test_log_error_of_a_taken_metrics_port():
 A, B = 'http://a:8002', 'http://b:8002'
 
 
-def test_auto_takes_cache_aware_only_when_every_worker_renders():
+def test_auto_takes_cache_aware_when_every_worker_gives_token_ids():
     assert _router.resolve_policy('auto', {A: 200, B: 200})['policy'] == 'cache_aware'
-    choice = _router.resolve_policy('auto', {A: 200, B: 404})
-    assert choice['policy'] == 'round_robin' and not choice['error']
-    assert ('1 of 2 worker(s) do not serve POST /v1/chat/completions/render (http://b:8002 -> 404)'
-            in choice['warnings'][0])
+    # Render absent (404) but /tokenize there: vllm-router 0.1.17 falls back to it, with a warning about tools.
+    fallback = _router.resolve_policy('auto', {A: 200, B: 404}, tokenize={B: 200})
+    assert fallback['policy'] == 'cache_aware' and 'or /tokenize' in fallback['reason']
+    assert 'asked /tokenize instead (http://b:8002)' in fallback['warnings'][0]
+    # Render absent and no /tokenize, or render refused (403, vLLM 0.32+ gated): no token ids, round robin.
+    for render, tokenize, text in (({A: 200, B: 404}, {B: 404}, 'http://b:8002 -> render 404, tokenize 404'),
+                                   ({A: 403, B: 403}, {}, 'http://a:8002 -> render 403, http://b:8002 -> render 403'),
+                                   ({A: 200, B: 404}, {}, 'http://b:8002 -> render 404, tokenize no answer')):
+        choice = _router.resolve_policy('auto', render, tokenize=tokenize)
+        assert choice['policy'] == 'round_robin' and not choice['error']
+        assert text in choice['warnings'][0], choice['warnings'][0]
     assert _router.resolve_policy('auto', {})['policy'] == 'round_robin'
+
+
+def test_prepared_by():
+    assert _router.prepared_by({A: 200, B: 405, 'http://c:1': 403, 'http://d:1': None},
+                               {B: 200, 'http://c:1': 200}) == {A: 'render', B: 'tokenize', 'http://c:1': None,
+                                                                'http://d:1': None}
 
 
 def test_refusals_and_their_override():
     refused = _router.resolve_policy('cache_aware', {A: 403, B: None})
-    assert 'every request to one worker' in refused['error'] and 'http://b:8002 -> no answer' in refused['error']
+    assert 'every request to one worker' in refused['error'] and 'http://b:8002 -> render no answer' in refused['error']
     unsafe = _router.resolve_policy('cache_aware', {A: 403}, allow_unsafe=True)
     assert unsafe['error'] == '' and unsafe['policy'] == 'cache_aware' and unsafe['warnings']
+    assert _router.resolve_policy('cache_aware', {A: 404}, tokenize={A: 200})['error'] == ''
     assert 'credited 0 tokens' in _router.resolve_policy('kv_aware', {})['error']
     plain = {'policy': 'round_robin', 'reason': 'as set', 'warnings': [], 'error': ''}
     assert _router.resolve_policy('round_robin', {A: 404}) == plain

@@ -61,12 +61,14 @@ class Server(object):
         self.srv.server_close()
 
 
-def worker(render=200):
+def worker(render=200, tokenize=200):
     def handler(method, path, body):
         if path == '/health':
             return 200, b''
         if path == '/v1/chat/completions/render':
             return render, {'token_ids': [1, 2]} if render == 200 else {'detail': 'Not Found'}
+        if path == '/tokenize':
+            return tokenize, {'count': 2, 'tokens': [1, 2], 'max_model_len': 8192}
         return 404, {'detail': 'Not Found'}
     return Server(handler)
 
@@ -180,6 +182,7 @@ def test_gate_names_an_unhealthy_and_a_missing_worker(manager, capsys, workers):
 def test_render_probe_and_spread_verdict(capsys, workers):
     res = run(vllm_router_check, capsys, workers=[w.url for w in workers], render=True)
     assert res['render'] == {workers[0].url: 200, workers[1].url: 404}
+    assert res['tokenize'] == {workers[1].url: 200}  # asked only where render is absent
     port = free_port()
     mgr = svc.Manager()
     state = fake_router(mgr, port, dict((w.url, True) for w in workers))

@@ -301,3 +301,51 @@ def test_a_client_faster_than_the_server_is_flagged_too_and_nonsense_is_ignored(
     assert [f['step'] for f in report['ttft_flags']] == ['step1'] and report['ttft_flags'][0]['gap'] < -0.1
     steps = dict((s['id'], s) for s in report['steps'])
     assert steps['step3']['server_ttft']['mean_ms'] is None and steps['step3']['ttft_gap'] is None
+
+
+# --- the steps through the router (docs/router.md) ------------------------------------------------------------------
+def routed(name, ttft_median, hits1, hits2, served=(32, 32)):
+    res = result(name, ttft_median, hits1)
+    res['metrics']['instance1'].update(hits=hits1, delta={'vllm:request_success_total{finished_reason="length"}':
+                                                          float(served[0])})
+    res['metrics']['instance2'].update(hits=hits2, delta={'vllm:request_success_total{finished_reason="length"}':
+                                                          float(served[1])})
+    return res
+
+
+def test_routing_comparison_adds_up_both_instances_and_prints_the_ratios():
+    results = guide_run()
+    results['router'] = routed('router', 300.0, hits(ext_h=40000), hits(ext_h=50000))
+    results['routing_rr'] = routed('routing_rr', 200.0, hits(1000, 300), hits(1000, 300))
+    results['routing_policy'] = routed('routing_policy', 150.0, hits(1000, 800), hits(1000, 700), served=(40, 24))
+    report = bench_report.build_report(results, dict(SETTINGS, router_policy='cache_aware'), label='SIMULATED x')
+    comp = report['routing']['comparison']
+    assert comp['device_hit_rate'] == {'round_robin': 0.3, 'policy': 0.75}
+    assert comp['median_ttft_ratio'] == 0.75 and comp['device_hit_rate_ratio'] == 2.5 and comp['goal_met']
+    text = '\n'.join(report['summary'])
+    assert 'routing cache_aware vs round robin: median TTFT x0.750, device hit rate x2.500 (goal' in text
+    assert 'served: instance1 40, instance2 24' in text
+    markdown = bench_report.render_markdown(report)
+    assert '## Through the router' in markdown and '**met**' in markdown
+    assert report['ok']  # the guide's checks are not touched by the router steps
+
+
+def test_routing_goal_missed_and_steps_not_run():
+    results = guide_run()
+    results['routing_rr'] = routed('routing_rr', 150.0, hits(1000, 800), hits(1000, 800))
+    results['routing_policy'] = routed('routing_policy', 200.0, hits(1000, 100), hits(1000, 100))
+    report = bench_report.build_report(results, SETTINGS)
+    assert report['routing']['comparison']['goal_met'] is False
+    assert report['routing']['steps'][0]['status'] == 'not run'
+    assert 'MISSED' in '\n'.join(report['summary'])
+    assert bench_report.build_report(guide_run(), SETTINGS)['routing'] is None
+
+
+def test_chart_with_the_router_steps(tmp_path):
+    pytest.importorskip('matplotlib')
+    results = guide_run()
+    results['routing_rr'] = routed('routing_rr', 200.0, hits(1000, 300), hits(1000, 300))
+    results['routing_policy'] = routed('routing_policy', 150.0, hits(1000, 800), hits(1000, 700))
+    report = bench_report.build_report(results, SETTINGS)
+    assert bench_report.render_chart(report, str(tmp_path / 'c.png')) is None
+    assert (tmp_path / 'c.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
