@@ -26,14 +26,16 @@ def kvpool_router_workers(hosts, hostvars, urls=None):
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def kvpool_router_policy(requested, render=None, allow_unsafe=False, warn=True, tokenize=None):
+def kvpool_router_policy(requested, render=None, allow_unsafe=False, warn=True, tokenize=None, release=''):
     """The policy to run (``policy``, ``reason``, ``warnings``, ``error``) from the requested one and the render
-    probe's status codes per worker (render, and /tokenize where render is absent)."""
+    probe's status codes per worker (render, and /tokenize where render is absent); ``release`` (the declared
+    vllm-ascend version) decides when no worker answered."""
     requested = str(requested or 'auto')
     if requested != 'auto' and requested not in _router.POLICIES:
         raise AnsibleFilterError('kvpool_router_policy=%r is not a policy: use auto or one of %s'
                                  % (requested, ', '.join(_router.POLICIES)))
-    choice = _router.resolve_policy(requested, dict(render or {}), bool(allow_unsafe), dict(tokenize or {}))
+    choice = _router.resolve_policy(requested, dict(render or {}), bool(allow_unsafe), dict(tokenize or {}),
+                                    str(release or ''))
     if warn:
         for message in choice['warnings']:
             display.warning(message)

@@ -170,11 +170,11 @@ def make_dataset(seed, count, input_tokens, counter=None, overhead=CHAT_OVERHEAD
     }
 
 
-# --- HTTP ------------------------------------------------------------------------------------------------------
 def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_tokens, counter=None,
                                overhead=CHAT_OVERHEAD):
-    """``count`` prompts in ``groups`` groups that share a long prefix (a system prompt of about ``prefix_tokens``
-    tokens) and each end with a question of its own, of about ``question_tokens`` tokens plus 0-9 more (lengths
+    """``count`` prompts in ``groups`` groups that share a long prefix (``prefix_tokens`` words at the start of the
+    text, as a long shared system prompt would be) and each end with a question of its own, of about
+    ``question_tokens`` tokens plus 0-9 more (lengths
     vary, as vllm-router has keyed token routing by the token count). The groups take turns in a seeded random
     order, each as often as the others (to within one): a fixed rotation would give round robin over an even number
     of instances a prefix affinity by accident (prefix k, k+K, k+2K, ... all on one instance when K is even).
@@ -215,6 +215,7 @@ def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_toke
     }
 
 
+# --- HTTP ------------------------------------------------------------------------------------------------------
 def split_url(url):
     """``(scheme, host, port, base_path)`` of an instance URL such as ``http://10.0.0.1:8002``."""
     parts = urlsplit(url if '://' in url else 'http://' + url)

@@ -153,11 +153,12 @@ def try_connect(target, timeout):
     return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
 
 
-def http_status(url, timeout=1.0, headers=None, data=None):
+def http_status(url, timeout=1.0, headers=None, data=None, limit=65536):
     """(status, body) of a GET of ``url`` (proxies bypassed), or of a POST of ``data`` (a JSON-able document, sent
     as ``application/json``); status None when nothing answered.
 
-    ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged.
+    ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged. At most
+    ``limit`` bytes of the body are read.
     """
     # Imported here: urllib.request pulls in http.client, ssl and email (~15 ms), which the filter plugins that
     # import this file (through _mooncake) pay again in every forked Ansible worker and never use.
@@ -174,12 +175,12 @@ def http_status(url, timeout=1.0, headers=None, data=None):
     try:
         resp = opener.open(Request(url, data=payload, headers=sent), timeout=timeout)
         try:
-            return resp.getcode(), resp.read(65536).decode('utf-8', 'replace')
+            return resp.getcode(), resp.read(limit).decode('utf-8', 'replace')
         finally:
             resp.close()
     except HTTPError as exc:
         try:
-            body = exc.read(65536).decode('utf-8', 'replace')
+            body = exc.read(limit).decode('utf-8', 'replace')
         except Exception:  # pylint: disable=broad-except
             body = ''
         return exc.code, body

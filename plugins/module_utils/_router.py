@@ -43,9 +43,8 @@ SPREADING = ('random', 'round_robin', 'power_of_two', 'cache_aware', 'consistent
 # Flags the module writes itself; extra_args must not repeat them, nor abbreviate them (argparse takes prefixes).
 MANAGED_FLAGS = ('--host', '--port', '--worker-urls', '--policy', '--prometheus-host', '--prometheus-port',
                  '--worker-startup-check-interval', '--worker-startup-timeout-secs', '--health-check-interval-secs',
-                 '--health-failure-threshold', '--health-success-threshold', '--health-check-endpoint',
-                 '--cache-threshold', '--balance-abs-threshold', '--balance-rel-threshold', '--api-key',
-                 '--log-level')
+                 '--health-failure-threshold', '--health-success-threshold',
+                 '--cache-threshold', '--balance-abs-threshold', '--balance-rel-threshold', '--api-key')
 RENDER_PATH = '/v1/chat/completions/render'
 TOKENIZE_PATH = '/tokenize'
 # Answers to render after which vllm-router 0.1.17 asks /tokenize instead (render_unavailable).
@@ -163,12 +162,39 @@ def _codes(urls, render, tokenize):
     return ', '.join(parts)
 
 
-def resolve_policy(requested, render, allow_unsafe=False, tokenize=None):
+_RELEASE_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?')
+
+
+def release_token_source(version):
+    """How vllm-router 0.1.17 gets token ids from plain ``vllm serve`` of a vllm-ascend (= vLLM) release, from the
+    release table (docs/router.md): ``render`` (0.15 - 0.29), ``tokenize`` (before 0.15, and 0.30 - 0.31: render
+    absent, 404), None (0.32+: render refused with 403 without --enable-scale-out), or '' when ``version`` does not
+    parse."""
+    match = _RELEASE_RE.match(str(version or ''))
+    if not match:
+        return ''
+    release = (int(match.group(1)), int(match.group(2)))
+    if release >= (0, 32):
+        return None
+    if (0, 15) <= release < (0, 30):
+        return 'render'
+    return 'tokenize'
+
+
+def resolve_policy(requested, render, allow_unsafe=False, tokenize=None, release=''):
     """The policy to run, from the ``requested`` one (``auto`` or a name), ``render`` (``{worker URL: HTTP status of
     POST /v1/chat/completions/render}``, None: no answer) and ``tokenize`` (the same for ``POST /tokenize``, asked
     where render is absent). Returns ``{'policy', 'reason', 'warnings', 'error'}``; ``error`` is '' or why the
     request is refused (with the fix), turned into a warning by ``allow_unsafe``."""
     render = render or {}
+    refused = sorted(u for u, code in render.items() if code == 401)
+    if refused:
+        return {'policy': requested, 'reason': 'probe refused', 'warnings': [],
+                'error': '%s answered the render probe with 401 Unauthorized: set kvpool_router_api_key (default: the '
+                         'first worker host\'s vllm_instance_api_key) to the instances\' API key'
+                         % ', '.join(refused)}
+    if release and not any(code is not None for code in render.values()):
+        return _by_release(requested, release, allow_unsafe)
     how = prepared_by(render, tokenize)
     lacking = sorted(u for u, way in how.items() if way is None)
     fallback = sorted(u for u, way in how.items() if way == 'tokenize')
@@ -217,6 +243,36 @@ def resolve_policy(requested, render, allow_unsafe=False, tokenize=None):
             out['warnings'].append(refusal)
         else:
             out['error'] = refusal
+    return out
+
+
+def _by_release(requested, release, allow_unsafe):
+    """No instance answered the probe (not running yet, or --check before the first deploy): the release table
+    decides, and says so."""
+    source = release_token_source(release)
+    where = 'no instance answered the render probe (not running yet, check mode, or all down)'
+    out = {'policy': requested, 'reason': 'as set', 'warnings': [], 'error': ''}
+    if source == '':
+        if requested == 'auto':
+            out.update(policy='round_robin', reason='auto: %s and the release %r is not a version' % (where, release))
+            out['warnings'].append('vllm-router runs round_robin: %s, and kvpool_router_vllm_ascend_version=%r is not '
+                                   'a release such as v0.22.1rc1' % (where, release))
+        return out
+    if source == 'tokenize' and requested in ('auto', 'cache_aware'):
+        out['warnings'].append('by the declared release %s the instances do not serve %s and vllm-router asks %s '
+                               'instead: requests with tools or a response format get no prefix routing'
+                               % (release, RENDER_PATH, TOKENIZE_PATH))
+    if requested == 'auto':
+        if source:
+            out.update(policy='cache_aware', reason='auto: %s; by the declared release %s, vLLM serves token ids '
+                                                    'through %s' % (where, release, source))
+        else:
+            out.update(policy='round_robin', reason='auto: %s; the declared release %s answers render with 403 '
+                                                    'without --enable-scale-out' % (where, release))
+        return out
+    if requested == 'kv_aware' or (requested == 'cache_aware' and source is None):
+        return resolve_policy(requested, {'(declared release %s)' % release: 403 if source is None else 200},
+                              allow_unsafe)
     return out
 
 

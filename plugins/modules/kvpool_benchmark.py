@@ -84,7 +84,8 @@ options:
   shared_prefixes:
     description:
       - 0 (the guide) sends fully random prompts. A number K above 0 sends K groups of prompts that share a prefix
-        (a system prompt of O(prefix_tokens) tokens), each ending with a question of its own of about
+        of O(prefix_tokens) words at the start of the user message (as a long shared system prompt would be), each
+        ending with a question of its own of about
         O(input_tokens) tokens (0-9 more, so lengths differ), interleaved group by group - the workload on which
         a routing policy with prefix affinity differs from round robin.
       - Only with O(tool=builtin).
@@ -236,7 +237,7 @@ dataset:
     method: {description: C(tokenize) (server tokenizer) or C(words) (assumed)., type: str}
     fingerprint: {description: sha256 prefix over the prompts; equal fingerprints mean the same prompts., type: str}
     shared_prefixes: {description: O(shared_prefixes) (0 - fully random prompts)., type: int}
-    prefix_tokens: {description: O(prefix_tokens) with O(shared_prefixes), else null., type: int}
+    prefix_tokens: {description: "O(prefix_tokens) with O(shared_prefixes), else null.", type: int}
 summary:
   description: Aggregate of the step; latencies in milliseconds.
   returned: success

@@ -170,7 +170,6 @@ def main():
             timeout=dict(type='float', default=30),
             max_tokens=dict(type='int', default=16, no_log=False),
         ),
-        required_if=[('render', True, ('workers',))],
         supports_check_mode=True,
     )
     _errors.guard(module, _run, module)
@@ -183,6 +182,8 @@ def _run(module):
     _validate.number_range(p['timeout'], 'timeout', above=0, high=3600, why='seconds')
     workers = [_validate.http_url(u, 'workers[%d]' % i) for i, u in enumerate(p['workers'])]
     headers = {'Authorization': 'Bearer %s' % p['api_key']} if p['api_key'] else {}
+    if p['render'] and not workers:
+        raise KvpoolError('render=true needs the worker URLs in workers (http://HOST:PORT of every instance)')
     result = dict(changed=False, skipped_spread='')
     if p['render']:
         def probe(url):
@@ -222,6 +223,10 @@ def _run(module):
             failed = [f for f in pool.map(send, spread_prompts(p['spread_requests'], random.Random())) if f]
         after, rejected_after = _decisions(metrics)
         counts = dict((u, after.get(u, 0) - before.get(u, 0)) for u in sorted(set(workers) | set(after)))
+        if not failed and sum(counts.values()) == 0:
+            module.fail_json(msg='vllm-router at %s answered %d requests, but its metrics %s count none of them '
+                                 '(no vllm_router_processed_requests_total): is that the router\'s --prometheus-port?'
+                                 % (router, p['spread_requests'], metrics), **result)
         result.update(counts=counts, failed_requests=len(failed))
         if failed:
             module.fail_json(msg='%d of %d requests through the router %s failed; first: %s'
@@ -233,7 +238,7 @@ def _run(module):
 
 
 def _decisions(metrics_url):
-    status, body = http_status(metrics_url, timeout=5.0)
+    status, body = http_status(metrics_url, timeout=5.0, limit=8 << 20)
     if status != 200:
         raise KvpoolError('the router\'s metrics %s answered %s: is --prometheus-port set and the router running?'
                           % (metrics_url, status or 'nothing'))

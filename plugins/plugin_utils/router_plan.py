@@ -12,6 +12,9 @@ __metaclass__ = type
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import WILDCARD_ADDRESSES, format_host_port
 
 
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+
+
 class RouterPlanError(ValueError):
     """A message for the operator: what is wrong, where, and the fix."""
 
@@ -38,6 +41,11 @@ def router_workers(hosts, hostvars, urls=None):
             addr = str(inst.get('host') or '').strip()
             if addr in WILDCARD_ADDRESSES or not addr:
                 addr = str(hv.get('ansible_host') or host)
+            elif addr.strip('[]') in LOOPBACK:
+                raise RouterPlanError(
+                    'kvpool_router: instance %s of host %s listens on %s only, which the router cannot reach from '
+                    'another host. Bind it to the node address (vllm_instance_host_ip) or list the worker URLs in '
+                    'kvpool_router_worker_urls' % (inst.get('name') or inst['port'], host, addr))
             out.add('http://%s' % format_host_port(addr.strip('[]'), inst['port']))
     if missing:
         raise RouterPlanError(
@@ -46,7 +54,7 @@ def router_workers(hosts, hostvars, urls=None):
             'instances in kvpool_router_worker_urls' % ', '.join(missing))
     if not out:
         raise RouterPlanError(
-            'kvpool_router: no instance to route to on %s (every one is stopped or the group is empty). Start '
-            'instances, or list them in kvpool_router_worker_urls' % (', '.join(str(h) for h in hosts or [])
-                                                                      or 'an empty worker group'))
+            'kvpool_router: no instance to route to on %s (every one is stopped, or kvpool_router_worker_group names '
+            'an empty or missing group). Start instances, set kvpool_router_worker_group, or list the instances in '
+            'kvpool_router_worker_urls' % (', '.join(str(h) for h in hosts or []) or 'the worker group'))
     return sorted(out)

@@ -181,3 +181,24 @@ def test_decisions_never_raise(lines):
 def test_managed_flag_in_never_raises(words):
     found = _router.managed_flag_in(words)
     assert found is None or found[1] in _router.MANAGED_FLAGS
+
+
+@pytest.mark.parametrize('version, source', [('v0.11.0', 'tokenize'), ('v0.14.1', 'tokenize'), ('v0.15.0', 'render'),
+                                             ('v0.22.1rc1', 'render'), ('0.29.9', 'render'), ('v0.30.0', 'tokenize'),
+                                             ('v0.31.1', 'tokenize'), ('v0.32.0', None), ('v1.0.0', None),
+                                             ('main', ''), ('', '')])
+def test_release_table(version, source):
+    assert _router.release_token_source(version) == source
+
+
+def test_no_answer_at_all_falls_back_to_the_declared_release():
+    # --check before the first deploy: nothing answers yet, the declared release decides (and says so).
+    guide = _router.resolve_policy('auto', {A: None, B: None}, release='v0.22.1rc1')
+    assert guide['policy'] == 'cache_aware' and 'by the declared release v0.22.1rc1' in guide['reason']
+    gated = _router.resolve_policy('auto', {A: None}, release='v0.32.0')
+    assert gated['policy'] == 'round_robin' and '403' in gated['reason']
+    assert 'every request to one worker' in _router.resolve_policy('cache_aware', {A: None}, release='v0.32.0')['error']
+    assert _router.resolve_policy('cache_aware', {A: None}, release='v0.22.1rc1')['error'] == ''
+    assert 'credited 0 tokens' in _router.resolve_policy('kv_aware', {}, release='v0.22.1rc1')['error']
+    # One answer is enough to decide by the answers.
+    assert _router.resolve_policy('auto', {A: None, B: 200}, release='v0.22.1rc1')['policy'] == 'round_robin'

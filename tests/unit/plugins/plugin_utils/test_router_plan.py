@@ -1,0 +1,58 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The router's workers from the instances' plans (plugin_utils/router_plan.py) and the filter's errors."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.kvpool.plugins.filter import router as router_filter
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import router_plan
+
+
+def plan(*instances):
+    return {'vllm_instance_plan': {'instances': list(instances)}}
+
+
+HOSTVARS = {
+    'node1': dict(plan({'name': 'a', 'host': '172.31.250.11', 'port': 8002},
+                       {'name': 'b', 'host': '172.31.250.11', 'port': 8003, 'state': 'stopped'}),
+                  ansible_host='172.31.250.11'),
+    'node2': dict(plan({'name': 'a', 'host': '0.0.0.0', 'port': 8002}), ansible_host='172.31.250.12'),
+    'node3': dict(plan({'name': 'a', 'host': '::', 'port': 8002}), ansible_host='fd00::3'),
+}
+
+
+def test_every_instance_not_stopped_sorted_wildcards_at_ansible_host_ipv6_bracketed():
+    assert router_plan.router_workers(['node3', 'node2', 'node1'], HOSTVARS) == [
+        'http://172.31.250.11:8002', 'http://172.31.250.12:8002', 'http://[fd00::3]:8002']
+
+
+def test_explicit_urls_win():
+    assert router_plan.router_workers(['nodeX'], {}, ['http://b:1/', 'http://a:1']) == ['http://a:1', 'http://b:1']
+
+
+@pytest.mark.parametrize('hosts, hostvars, words', [
+    (['node1', 'nodeX'], HOSTVARS, 'nodeX of the worker group have no vllm_instance_plan'),
+    ([], HOSTVARS, 'no instance to route to on the worker group'),
+    (['node1'], {'node1': plan({'name': 'a', 'port': 8002, 'state': 'stopped'})}, 'every one is stopped'),
+    (['node1'], {'node1': plan({'name': 'lo', 'host': '127.0.0.1', 'port': 8002})},
+     'instance lo of host node1 listens on 127.0.0.1 only'),
+])
+def test_errors_name_the_host_and_the_fix(hosts, hostvars, words):
+    with pytest.raises(router_plan.RouterPlanError, match='kvpool_router') as err:
+        router_plan.router_workers(hosts, hostvars)
+    assert words in str(err.value)
+    with pytest.raises(AnsibleFilterError):
+        router_filter.kvpool_router_workers(hosts, hostvars)
+
+
+def test_policy_filter_refuses_an_unknown_policy_and_a_401():
+    with pytest.raises(AnsibleFilterError, match='is not a policy'):
+        router_filter.kvpool_router_policy('fastest')
+    choice = router_filter.kvpool_router_policy('auto', {'http://a:1': 401}, warn=False)
+    assert 'kvpool_router_api_key' in choice['error']
