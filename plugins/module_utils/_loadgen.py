@@ -137,6 +137,15 @@ def fit_prompt(rng, target, counter=None, overhead=CHAT_OVERHEAD):
     return ' '.join(words[:lo] + pad), best, best == target
 
 
+def fingerprint(prompts):
+    """sha256 prefix over the prompts: equal fingerprints mean the very same dataset."""
+    digest = hashlib.sha256()
+    for text in prompts:
+        digest.update(text.encode('utf-8'))
+        digest.update(b'\0')
+    return digest.hexdigest()[:16]
+
+
 def make_dataset(seed, count, input_tokens, counter=None, overhead=CHAT_OVERHEAD):
     """``count`` fully random prompts of ``input_tokens`` tokens each, deterministic for ``seed`` (and tokenizer).
 
@@ -159,14 +168,10 @@ def make_dataset(seed, count, input_tokens, counter=None, overhead=CHAT_OVERHEAD
         prompts.append(text)
         tokens.append(n_tokens)
         exact = exact and ok
-    digest = hashlib.sha256()
-    for text in prompts:
-        digest.update(text.encode('utf-8'))
-        digest.update(b'\0')
     return {
         'prompts': prompts, 'tokens': tokens, 'exact': exact, 'seed': int(seed), 'count': int(count),
         'input_tokens': int(input_tokens), 'method': 'tokenize' if used_counter[0] else 'words',
-        'fingerprint': digest.hexdigest()[:16],
+        'fingerprint': fingerprint(prompts),
     }
 
 
@@ -203,14 +208,10 @@ def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_toke
         prompts.append(text)
         tokens.append(value if value is not None else len(text.split()) + overhead)
         group_of.append(k)
-    digest = hashlib.sha256()
-    for text in prompts:
-        digest.update(text.encode('utf-8'))
-        digest.update(b'\0')
     return {
         'prompts': prompts, 'tokens': tokens, 'exact': False, 'seed': int(seed), 'count': int(count),
         'input_tokens': int(prefix_tokens) + int(question_tokens), 'method': 'tokenize' if used_counter[0] else 'words',
-        'fingerprint': digest.hexdigest()[:16], 'groups': groups, 'group_of': group_of,
+        'fingerprint': fingerprint(prompts), 'groups': groups, 'group_of': group_of,
         'prefix_tokens': int(prefix_tokens),
     }
 

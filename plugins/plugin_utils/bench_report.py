@@ -103,6 +103,21 @@ def _usable(result):
     return isinstance(result, dict) and not result.get('skipped') and isinstance(result.get('summary'), dict)
 
 
+def _unusable(step_id, res):
+    """The status of a step whose result cannot be reported (not run, check mode, error), or None."""
+    if res is None or (isinstance(res, dict) and res.get('skipped')):
+        return {'status': 'not run', 'summary': None}
+    if isinstance(res, dict) and res.get('check_mode') and res.get('summary') is None:
+        return {'status': 'check mode', 'summary': None, 'message': res.get('msg')}
+    if not isinstance(res, dict):
+        return {'status': 'error', 'summary': None,
+                'error': 'the result of %s is a %s, not a kvpool_benchmark result: pass the registered result of the '
+                         'step\'s kvpool_benchmark task' % (step_id, type(res).__name__)}
+    if not _usable(res):
+        return {'status': 'error', 'error': str(res.get('msg') or 'no result'), 'summary': None}
+    return None
+
+
 def _fmt(value, digits=1, unit=''):
     if value is None or (isinstance(value, float) and _num(value) is None):
         return '-'
@@ -135,22 +150,9 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
     for spec in STEPS:
         res = results.get(spec['id'])
         step = dict(spec)
-        if res is None or (isinstance(res, dict) and res.get('skipped')):
-            step.update(status='not run', summary=None)
-            steps.append(step)
-            continue
-        if isinstance(res, dict) and res.get('check_mode') and res.get('summary') is None:
-            step.update(status='check mode', summary=None, message=res.get('msg'))
-            steps.append(step)
-            continue
-        if not isinstance(res, dict):
-            step.update(status='error', summary=None,
-                        error='the result of %s is a %s, not a kvpool_benchmark result: pass the registered result '
-                              'of the step\'s kvpool_benchmark task' % (spec['id'], type(res).__name__))
-            steps.append(step)
-            continue
-        if not _usable(res):
-            step.update(status='error', error=str(res.get('msg') or 'no result'), summary=None)
+        unusable = _unusable(spec['id'], res)
+        if unusable:
+            step.update(unusable)
             steps.append(step)
             continue
         hits, hits_error = _hits(res, spec['instance'])
@@ -240,13 +242,9 @@ def routing_section(results, policy=''):
     for spec in ROUTER_STEPS:
         res = results.get(spec['id'])
         step = dict(spec)
-        if res is None or (isinstance(res, dict) and res.get('skipped')):
-            step.update(status='not run', summary=None)
-        elif isinstance(res, dict) and res.get('check_mode') and res.get('summary') is None:
-            step.update(status='check mode', summary=None, message=res.get('msg'))
-        elif not _usable(res):
-            step.update(status='error', summary=None,
-                        error=str(_d(res).get('msg') or 'no result') if isinstance(res, dict) else 'no result')
+        unusable = _unusable(spec['id'], res)
+        if unusable:
+            step.update(unusable)
         else:
             hits, per, served = _sum_hits(res)
             step.update(status='ok', url=res.get('url'), dataset=res.get('dataset'), summary=res.get('summary'),
