@@ -14,7 +14,7 @@ NODES ?= 2
 # The scenarios stay in molecule/ (not extensions/molecule/: docs/DEVELOPING.md, "Molecule layout").
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
-.PHONY: help setup venv docker image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule \
+.PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
@@ -50,6 +50,10 @@ venv: $(VENV)/.stamp
 
 docker:
 	bash scripts/ensure-docker.sh
+
+# promtool (Debian's prometheus package, --no-install-recommends) for the Prometheus tests of `make unit`.
+promtool:
+	bash scripts/ensure-promtool.sh
 
 setup: venv docker
 
@@ -91,7 +95,7 @@ sanity-lines:
 	  SANITY_VENV=$(CURDIR)/$(TOOL_VENVS)/sanity-$$v bash scripts/sanity.sh || exit 1; \
 	done
 
-unit: venv
+unit: venv promtool
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
 
 # The test equipment itself in docker (the stubs over SSH on real containers).
@@ -112,7 +116,7 @@ equipment: image
 
 # Every scenario on one mock cluster: the default scenario creates it, the others share it.
 # The reset drops molecule's state of an earlier run from the same directory (else prepare is skipped as done).
-molecule: image
+molecule: image promtool
 	$(BIN)/molecule reset --all
 	$(BIN)/molecule test --all --shared-state
 

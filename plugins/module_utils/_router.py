@@ -43,7 +43,7 @@ SPREADING = ('random', 'round_robin', 'power_of_two', 'cache_aware', 'consistent
 # Flags the module writes itself; extra_args must not repeat them, nor abbreviate them (argparse takes prefixes).
 MANAGED_FLAGS = ('--host', '--port', '--worker-urls', '--policy', '--prometheus-host', '--prometheus-port',
                  '--worker-startup-check-interval', '--worker-startup-timeout-secs', '--health-check-interval-secs',
-                 '--health-failure-threshold', '--health-success-threshold',
+                 '--health-failure-threshold', '--health-success-threshold', '--cb-timeout-duration-secs',
                  '--cache-threshold', '--balance-abs-threshold', '--balance-rel-threshold', '--api-key')
 RENDER_PATH = '/v1/chat/completions/render'
 TOKENIZE_PATH = '/tokenize'
@@ -68,7 +68,8 @@ def build_router_argv(binary, settings):
             '--worker-startup-timeout-secs', str(s['worker_startup_timeout']),
             '--health-check-interval-secs', str(s['health_check_interval']),
             '--health-failure-threshold', str(s['health_failure_threshold']),
-            '--health-success-threshold', str(s['health_success_threshold'])]
+            '--health-success-threshold', str(s['health_success_threshold']),
+            '--cb-timeout-duration-secs', str(s['circuit_breaker_timeout'])]
     for key, flag in (('cache_threshold', '--cache-threshold'), ('balance_abs_threshold', '--balance-abs-threshold'),
                       ('balance_rel_threshold', '--balance-rel-threshold')):
         if s.get(key) is not None:

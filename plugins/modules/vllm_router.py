@@ -98,7 +98,8 @@ options:
     description:
       - Seconds between the router's health checks of each worker (C(--health-check-interval-secs)).
       - With O(health_failure_threshold) it decides how long a dead worker stays in rotation (vllm-router's
-        defaults, 60 s and 3, keep it for up to three minutes; requests sent to it meanwhile are retried elsewhere).
+        defaults, 60 s and 3, keep it for up to three minutes). A request sent to it meanwhile is retried on the same
+        worker and fails (seen with 0.1.17 - five attempts, then 500).
     type: int
     default: 2
   health_failure_threshold:
@@ -109,6 +110,15 @@ options:
     description: Passed health checks in a row before a worker is taken back (C(--health-success-threshold)).
     type: int
     default: 1
+  circuit_breaker_timeout:
+    description:
+      - Seconds a worker's circuit breaker stays open before a request may try it again
+        (C(--cb-timeout-duration-secs)).
+      - Failed attempts open it (seen with 0.1.17 - two failed requests, ten failed attempts); while it is open the
+        policy passes the worker over even after its health checks pass again. vllm-router's default kept a
+        restarted instance out for about 60 s; the health checks already leave a dead worker out.
+    type: int
+    default: 5
   cache_threshold:
     description: C(cache_aware) only (C(--cache-threshold), 0 to 1); unset keeps the router's default (0.3).
     type: float
@@ -280,7 +290,7 @@ def check_params(p):
     if p['port'] == p['prometheus_port']:
         raise KvpoolError('port and prometheus_port are both %d; give them different ports' % p['port'])
     for name in ('worker_startup_check_interval', 'worker_startup_timeout', 'health_check_interval',
-                 'health_failure_threshold', 'health_success_threshold'):
+                 'health_failure_threshold', 'health_success_threshold', 'circuit_breaker_timeout'):
         _validate.int_range(p[name], name, 1, 86400)
     if p['cache_threshold'] is not None:
         _validate.number_range(p['cache_threshold'], 'cache_threshold', low=0, high=1, why='a ratio')
@@ -319,6 +329,7 @@ def main():
             health_check_interval=dict(type='int', default=2),
             health_failure_threshold=dict(type='int', default=2),
             health_success_threshold=dict(type='int', default=1),
+            circuit_breaker_timeout=dict(type='int', default=5),
             cache_threshold=dict(type='float'),
             balance_abs_threshold=dict(type='int'),
             balance_rel_threshold=dict(type='float'),

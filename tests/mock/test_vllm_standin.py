@@ -490,6 +490,34 @@ def test_api_key_guards_v1_only(cluster):
     assert node2.get("/v1/models")[0] == 200
 
 
+def test_http_requests_counted_as_vllms_instrumentator_counts_them(cluster):
+    """http_requests_total{handler,method,status} as in the recording of the real engine (fixtures/vllm/): status
+    grouped, /health and /metrics not counted, a 401 counted under its route, an unknown route as "none"."""
+    node2 = cluster["node2"]
+
+    def counts():
+        out = {}
+        for line in node2.get("/metrics")[1].decode().splitlines():
+            if line.startswith("http_requests_total{"):
+                labels, value = line.split(" ")
+                out[labels[len("http_requests_total"):]] = float(value)
+        return out
+
+    before = counts()
+    node2.get("/health")
+    node2.get("/v1/models")
+    with pytest.raises(urllib.error.HTTPError):
+        node2.get("/v1/models", headers={})
+    with pytest.raises(urllib.error.HTTPError):
+        node2.get("/no/such/route")
+    after = counts()
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert delta == {'{handler="/v1/models",method="GET",status="2xx"}': 1.0,
+                     '{handler="/v1/models",method="GET",status="4xx"}': 1.0,
+                     '{handler="none",method="GET",status="4xx"}': 1.0}
+    assert not any("/health" in k or "/metrics" in k for k in after)
+
+
 def test_streaming_chat_exact_tokens_with_ignore_eos(cluster):
     ttft, events, pieces = cluster["node1"].stream_chat("tell me about kv caches", max_tokens=7)
     assert ttft is not None

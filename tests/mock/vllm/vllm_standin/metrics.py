@@ -4,7 +4,10 @@ does for vLLM (seen on the real engine, tests/conformance/ and tests/unit/plugin
 labels in name order (`engine`, `le`, `model_name`), and a `<name>_created` gauge (creation time, seconds since
 the epoch) after every counter and histogram. Counts follow vLLM's
 definitions (tokens, not blocks); timings are those of the simulation. `kvpool_sim_*` metrics are stand-in
-extras (where pool hits were loaded from) and exist in no real vLLM.
+extras (where pool hits were loaded from) and exist in no real vLLM. ``http_requests_total{handler,method,status}``
+is what vLLM's prometheus-fastapi-instrumentator counts (status grouped as 2xx/4xx/5xx; /metrics, /health, /load,
+/ping, /version and /server_info not counted; a route that does not exist counted as handler "none"), seen in the
+recording of the real engine.
 """
 
 import threading
@@ -18,6 +21,8 @@ E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 4
                480.0, 960.0, 1920.0, 7680.0]
 
 SIM = "[SIMULATED vLLM stand-in] "
+# Routes vLLM's instrumentator leaves out (vllm/entrypoints/openai/api_server.py, excluded_handlers).
+HTTP_EXCLUDED = ("/metrics", "/health", "/load", "/ping", "/version", "/server_info")
 
 COUNTERS = [
     ("prefix_queries", "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
@@ -69,6 +74,7 @@ class Metrics:
         self.running = 0
         self.waiting = 0
         self.put_pending = lambda: 0
+        self.http = {}
         self.hist = {"ttft": Histogram(TTFT_BUCKETS), "tpot": Histogram(TPOT_BUCKETS), "e2e": Histogram(E2E_BUCKETS)}
         self.created = time.time()
 
@@ -81,6 +87,14 @@ class Metrics:
     def inc_success(self, reason):
         with self._lock:
             self.success[reason] = self.success.get(reason, 0) + 1
+
+    def count_http(self, handler, method, status):
+        if handler in HTTP_EXCLUDED:
+            return
+        key = (handler, method, "%dxx" % (int(status) // 100))
+        with self._lock:
+            count, created = self.http.get(key, (0, time.time()))
+            self.http[key] = (count + 1, created)
 
     def add_running(self, delta):
         with self._lock:
@@ -142,6 +156,14 @@ class Metrics:
                 out.append("%s_count%s %s" % (name, _labels(base), _num(hist.count)))
                 out.append("%s_sum%s %s" % (name, _labels(base), repr(float(hist.sum))))
                 created(name, text, [base])
+            if self.http:
+                text = "Total number of requests by method, status and handler."
+                out += ["# HELP http_requests_total %s%s" % (SIM, text), "# TYPE http_requests_total counter"]
+                series = [(dict(handler=h, method=m, status=s), v) for (h, m, s), v in self.http.items()]
+                out.extend("http_requests_total%s %s" % (_labels(labels), _num(count)) for labels, (count, _) in series)
+                out.extend(["# HELP http_requests_created %s%s" % (SIM, text), "# TYPE http_requests_created gauge"])
+                out.extend("http_requests_created%s %s" % (_labels(labels), repr(created))
+                           for labels, (_, created) in series)
             seen = set()
             for key, name, extra, text in SIM_COUNTERS:
                 if name not in seen:

@@ -124,12 +124,20 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
 
+    def send_response(self, code, message=None):
+        self._status = code
+        super().send_response(code, message)
+
     def _route(self, method):
         self._body_read = False
+        self._status = None
+        self._handler = "none"
         try:
             self._dispatch(method)
         finally:
             self._drain()
+            if self._status is not None:
+                self.server.app.metrics.count_http(self._handler, self.command, self._status)
 
     def _dispatch(self, method):
         path = self.path.split("?")[0]
@@ -149,6 +157,8 @@ class Handler(BaseHTTPRequestHandler):
             ("POST", "/v1/chat/completions"): lambda: self._generate(chat=True),
         }
         routes.update(self._render_routes())
+        if any(route[1] == path for route in routes):
+            self._handler = path
         if not self._authorized():
             self._json(401, {"error": "Unauthorized"})
             return

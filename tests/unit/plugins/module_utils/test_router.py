@@ -29,7 +29,8 @@ def fixture(name):
 SETTINGS = dict(host='172.31.250.11', port=30000, policy='round_robin', prometheus_host='127.0.0.1',
                 prometheus_port=29000, worker_startup_check_interval=1, worker_startup_timeout=10,
                 health_check_interval=2, health_failure_threshold=2, health_success_threshold=1,
-                worker_urls=['http://b:8002', 'http://a:8002', 'http://a:8002'], extra_args=['--log-level', 'debug'])
+                circuit_breaker_timeout=5, worker_urls=['http://b:8002', 'http://a:8002', 'http://a:8002'],
+                extra_args=['--log-level', 'debug'])
 
 
 def test_argv_sorted_urls_last_and_knobs_only_when_set():
@@ -38,6 +39,7 @@ def test_argv_sorted_urls_last_and_knobs_only_when_set():
     assert argv[-3:] == ['--worker-urls', 'http://a:8002', 'http://b:8002']
     assert '--cache-threshold' not in argv
     assert argv[argv.index('--log-level') + 1] == 'debug'
+    assert argv[argv.index('--cb-timeout-duration-secs') + 1] == '5'
     with_knobs = _router.build_router_argv('x', dict(SETTINGS, cache_threshold=0.5, balance_abs_threshold=8))
     assert with_knobs[with_knobs.index('--cache-threshold') + 1] == '0.5'
     assert with_knobs[with_knobs.index('--balance-abs-threshold') + 1] == '8'
@@ -53,6 +55,7 @@ def test_argv_sorted_urls_last_and_knobs_only_when_set():
     (['--api_key', 'x'], '--api-key'),
     (['--worker-u', 'http://x:1'], '--worker-urls'),
     (['--prometheus-port=1'], '--prometheus-port'),
+    (['--cb-timeout', '9'], '--cb-timeout-duration-secs'),
 ])
 def test_managed_flags_refused_also_abbreviated(extra, flag):
     assert _router.managed_flag_in(extra)[1] == flag

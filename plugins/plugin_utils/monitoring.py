@@ -1,0 +1,234 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller-side plan of the Prometheus targets (role ascend.kvpool.kvpool_monitoring): one ``file_sd`` group
+per Mooncake master, per vLLM instance of every node and per router, labelled ``cluster``, ``node``, ``service``,
+``instance`` (``<node>/<service>``) and ``role`` (``mooncake_master``, ``vllm_instance``, ``router``).
+
+Routers: the hosts of group ``kvpool_router`` with ``kvpool_router_enabled`` true (role kvpool_router, site.yml's
+router phase), plus any router URL listed in ``kvpool_monitoring_routers``.
+
+Reads only the inventory and the published result fact ``vllm_instance_plan`` (when the vllm_instance role, or
+its ``preflight`` entry point, ran on the node in the same run): the node group's hosts, each host's
+``vllm_instance_instances`` (default: one instance on the shared default port, as in the guide),
+``vllm_instance_listen_host``, ``ansible_host``, and the master's ``mooncake_master_metrics_port`` /
+``mooncake_master_metrics_address``. Pure functions of plain data, unit-tested without a cluster (the filter
+``kvpool_monitoring_targets`` is a thin adapter).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults: their one source).
+DEFAULT_KEYS = ('node_group', 'master_group', 'instance_port', 'master_metrics_port')
+# Role kvpool_router's group and defaults (its defaults are not in hostvars: read here when the inventory sets none).
+ROUTER_GROUP = 'kvpool_router'
+ROUTER_METRICS_PORT = 29000
+ROUTER_SERVICE = 'router'
+LOOPBACK = re.compile(r'^(127\.|::1$|\[::1\]$|localhost$)')
+WILDCARDS = ('', '0.0.0.0', '::', '[::]', '*')
+ROLES = ('mooncake_master', 'vllm_instance', 'router')
+MASTER_SERVICE = 'mooncake-master'
+_URL = re.compile(r'^(?:(?P<scheme>https?)://)?(?P<host>\[[^\]]+\]|[^/:\[\]]+)(?::(?P<port>\d+))?(?P<path>/.*)?$')
+_LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
+
+
+def _get(hostvars, host, key, default=None):
+    try:
+        value = hostvars[host].get(key, default) if host in hostvars else default
+    except Exception:  # pylint: disable=broad-except  # an undefined template in someone's inventory
+        value = default
+    return default if value is None else value
+
+
+def host_port(address, port):
+    """``host:port``, an IPv6 address in brackets (the collection's one rule, as ``format_host_port``)."""
+    address = str(address).strip()
+    if ':' in address and not address.startswith('['):
+        address = '[%s]' % address
+    return '%s:%d' % (address, int(port))
+
+
+def _is_port(value):
+    try:
+        return 1 <= int(value) <= 65535 and not isinstance(value, bool)
+    except (TypeError, ValueError):
+        return False
+
+
+def _scrape_address(address, hostvars, host):
+    """Where Prometheus reaches a server bound to ``address`` on ``host``: a wildcard bind is reached at the
+    host's own address (``ansible_host``, else the inventory name), never at loopback."""
+    address = str(address or '').strip()
+    if address in WILDCARDS:
+        address = str(_get(hostvars, host, 'ansible_host', host))
+    return address.strip('[]')
+
+
+def _group(target, labels):
+    return {'targets': [target], 'labels': labels}
+
+
+def _labels(cluster, node, service, role, extra):
+    labels = dict(extra or {})
+    labels.update({'cluster': cluster, 'node': node, 'service': service, 'instance': '%s/%s' % (node, service),
+                   'role': role})
+    return labels
+
+
+def _instances_of(hostvars, host, default_port):
+    """``[(name, port, listen), ...]`` of the host's started instances, from the result fact
+    ``vllm_instance_plan`` when it is there (the role's own rendering), else from the inventory."""
+    plan = _get(hostvars, host, 'vllm_instance_plan', None)
+    if isinstance(plan, dict) and isinstance(plan.get('instances'), list):
+        return [(i.get('name'), i.get('port'), i.get('host')) for i in plan['instances']
+                if isinstance(i, dict) and i.get('state', 'started') == 'started'], None
+    listed = _get(hostvars, host, 'vllm_instance_instances', None)
+    if listed is None:
+        listed = [{'port': default_port}]
+    if not isinstance(listed, list):
+        return [], '%s: vllm_instance_instances is not a list' % host
+    role_listen = _get(hostvars, host, 'vllm_instance_listen_host', '')
+    out = []
+    for entry in listed:
+        if not isinstance(entry, dict):
+            return [], '%s: vllm_instance_instances holds %r, not an instance (devices, port, ...)' % (host, entry)
+        if entry.get('state', 'started') != 'started':
+            continue
+        port = entry.get('port')
+        out.append((entry.get('name') or 'vllm-%s' % port, port, entry.get('listen_host') or role_listen))
+    return out, None
+
+
+def parse_router(spec, index):
+    """``(name, address, port, scheme, path, error)`` of one router of the ``routers`` list: a URL string
+    (``http://10.0.0.5:29000``, the router's Prometheus port) or a dict ``{url, name, node}``."""
+    if isinstance(spec, dict):
+        url, name, node = spec.get('url'), spec.get('name'), spec.get('node')
+    else:
+        url, name, node = spec, None, None
+    m = _URL.match(str(url or '').strip())
+    if not m or not m.group('port'):
+        return None, 'routers[%d]: %r is not a URL with a port (http://HOST:PORT, the router\'s Prometheus ' \
+            'port)' % (index, url)
+    port = int(m.group('port'))
+    if not _is_port(port):
+        return None, 'routers[%d]: port %d is not a TCP port 1-65535' % (index, port)
+    address = m.group('host').strip('[]')
+    return {'name': str(name or ('router' if index == 0 else 'router-%d' % index)),
+            'node': str(node or address), 'address': address, 'port': port,
+            'scheme': m.group('scheme') or 'http', 'path': m.group('path') or '/metrics'}, None
+
+
+def _truthy(value):
+    return value is True or str(value).strip().lower() in ('true', 'yes', 'on', '1')
+
+
+def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
+    """The routers role kvpool_router runs (site.yml's router phase): every host of the router group whose
+    ``kvpool_router_enabled`` is true, scraped at ``kvpool_router_prometheus_host`` (the role's default: the
+    host's ``ansible_host``) and ``kvpool_router_prometheus_port``. A loopback metrics address is refused: no
+    Prometheus on another host can reach it."""
+    group = settings.get('router_group') or ROUTER_GROUP
+    for host in groups.get(group) or []:
+        if not _truthy(_get(hostvars, host, 'kvpool_router_enabled', False)):
+            continue
+        port = _get(hostvars, host, 'kvpool_router_prometheus_port', ROUTER_METRICS_PORT)
+        if not _is_port(port):
+            out['errors'].append('%s: kvpool_router_prometheus_port %r is not a TCP port 1-65535' % (host, port))
+            continue
+        address = _scrape_address(_get(hostvars, host, 'kvpool_router_prometheus_host', ''), hostvars, host)
+        if LOOPBACK.match(address):
+            out['errors'].append(
+                '%s: kvpool_router_prometheus_host is %s: the router\'s metrics answer on loopback only, where no '
+                'Prometheus on another host reaches them. Remove the setting (the role binds them at the host\'s '
+                'ansible_host) or set an address of %s, and run site.yml --tags router' % (host, address, host))
+            continue
+        out['router'].append(_group(host_port(address, port), _labels(cluster, host, ROUTER_SERVICE, 'router', extra)))
+
+
+def monitoring_targets(settings, hostvars, groups):
+    """The ``file_sd`` target groups of one cluster, by role: ``{'mooncake_master': [...], 'vllm_instance': [...],
+    'router': [...], 'errors': [...], 'counts': {...}}``.
+
+    ``settings``: the role's variables without the ``kvpool_monitoring_`` prefix (``cluster``, ``node_group``,
+    ``master_group``, ``router_group``, ``routers``, ``labels``) and ``defaults`` (the ``kvpool_defaults_`` values, keys
+    :data:`DEFAULT_KEYS`). Raises ValueError when the settings are not a dict or lack a default.
+    """
+    if not isinstance(settings, dict):
+        raise ValueError('kvpool_monitoring_targets: settings must be a dict')
+    defaults = settings.get('defaults')
+    missing = [k for k in DEFAULT_KEYS if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
+    if missing:
+        raise ValueError('kvpool_monitoring_targets: settings.defaults lacks %s (the kvpool_defaults_ values)'
+                         % ', '.join(missing))
+    hostvars = hostvars or {}
+    groups = groups or {}
+    errors = []
+    cluster = str(settings.get('cluster') or 'kvpool')
+    extra = settings.get('labels') or {}
+    if not isinstance(extra, dict):
+        errors.append('kvpool_monitoring_labels must be a dict of label names to values, got %r' % (extra,))
+        extra = {}
+    bad = sorted(k for k in extra if not _LABEL_NAME.match(str(k)) or str(k).startswith('__'))
+    if bad:
+        errors.append('kvpool_monitoring_labels: %s not valid Prometheus label name(s)' % ', '.join(bad))
+    taken = sorted(set(extra) & {'cluster', 'node', 'service', 'instance', 'role'})
+    if taken:
+        errors.append('kvpool_monitoring_labels: %s set by the role itself' % ', '.join(taken))
+    extra = dict((str(k), str(v)) for k, v in extra.items())
+    out = {'mooncake_master': [], 'vllm_instance': [], 'router': [], 'errors': errors}
+
+    master_group = settings.get('master_group') or defaults['master_group']
+    for host in groups.get(master_group) or []:
+        port = _get(hostvars, host, 'mooncake_master_metrics_port', defaults['master_metrics_port'])
+        if not _is_port(port):
+            errors.append('%s: mooncake_master_metrics_port %r is not a TCP port 1-65535' % (host, port))
+            continue
+        address = _scrape_address(_get(hostvars, host, 'mooncake_master_metrics_address', ''), hostvars, host)
+        out['mooncake_master'].append(_group(host_port(address, port),
+                                             _labels(cluster, host, MASTER_SERVICE, 'mooncake_master', extra)))
+    if not out['mooncake_master'] and not errors:
+        errors.append('no host in the master group %r: the pool has no master to scrape (set '
+                      'kvpool_monitoring_master_group)' % master_group)
+
+    node_group = settings.get('node_group') or defaults['node_group']
+    seen = {}
+    for host in groups.get(node_group) or []:
+        instances, error = _instances_of(hostvars, host, defaults['instance_port'])
+        if error:
+            errors.append(error)
+            continue
+        for name, port, listen in instances:
+            if not _is_port(port):
+                errors.append('%s: instance %s: port %r is not a TCP port 1-65535' % (host, name, port))
+                continue
+            target = host_port(_scrape_address(listen, hostvars, host), port)
+            if target in seen:
+                errors.append('%s: instance %s is scraped at %s, as %s already is' % (host, name, target, seen[target]))
+                continue
+            seen[target] = '%s/%s' % (host, name)
+            out['vllm_instance'].append(_group(target, _labels(cluster, host, str(name), 'vllm_instance', extra)))
+
+    _deployed_routers(settings, hostvars, groups, cluster, extra, out)
+    routers = settings.get('routers') or []
+    if not isinstance(routers, list):
+        errors.append('kvpool_monitoring_routers must be a list of URLs, got %r' % (routers,))
+        routers = []
+    for index, spec in enumerate(routers):
+        router, error = parse_router(spec, index)
+        if error:
+            errors.append(error)
+            continue
+        labels = _labels(cluster, router['node'], router['name'], 'router', extra)
+        if router['scheme'] != 'http':
+            labels['__scheme__'] = router['scheme']
+        if router['path'] != '/metrics':
+            labels['__metrics_path__'] = router['path']
+        out['router'].append(_group(host_port(router['address'], router['port']), labels))
+    out['counts'] = dict((role, len(out[role])) for role in ROLES)
+    return out
