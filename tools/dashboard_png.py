@@ -78,7 +78,7 @@ def render(url, out, minutes=10.0, label=''):
             for labels, points in series:
                 if points:
                     n += 1
-                    ax.plot([(t - end) / 60.0 for t, _ in points], [v for _, v in points], linewidth=1.2,
+                    ax.plot([(p[0] - end) / 60.0 for p in points], [p[1] for p in points], linewidth=1.2,
                             label='%s %s' % (target['refId'], legend(target.get('legendFormat'), labels))[:48])
         counts[panel['title']] = n
         unit = panel.get('fieldConfig', {}).get('defaults', {}).get('unit', '')

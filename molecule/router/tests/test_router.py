@@ -112,7 +112,7 @@ def test_a_dead_worker_is_left_out_and_taken_back():
     print('router drill: worker stopped -> left out after %s s; %d of %d requests through the router failed meanwhile '
           '(sent at %s s after the stop, codes %s); started again -> taken back after %s s'
           % ('%.1f' % left_out if left_out is not None else 'more than 30', len(failed), len(during),
-             [t for t, _ in failed] or '-', sorted(set(c for _, c in failed)) or '-',
+             [f[0] for f in failed] or '-', sorted(set(f[1] for f in failed)) or '-',
              '%.1f' % back if back is not None else 'more than 60'))
     assert left_out is not None and back is not None
     # Failures only among the requests sent before the router's verdict (its /workers is read every 0.1 s).
@@ -126,7 +126,7 @@ def test_a_dead_worker_is_left_out_and_taken_back():
     codes = []
 
     def text(words):
-        return ' '.join('%04x' % random.getrandbits(16) for _ in range(words))
+        return ' '.join('%04x' % random.getrandbits(16) for word in range(words))
     threads = [threading.Thread(target=lambda i=i: codes.append(chat('burst ' + text(150 + 3 * i), 16)[0]))
                for i in range(8)]
     for t in threads:

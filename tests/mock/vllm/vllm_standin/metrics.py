@@ -160,10 +160,11 @@ class Metrics:
                 text = "Total number of requests by method, status and handler."
                 out += ["# HELP http_requests_total %s%s" % (SIM, text), "# TYPE http_requests_total counter"]
                 series = [(dict(handler=h, method=m, status=s), v) for (h, m, s), v in self.http.items()]
-                out.extend("http_requests_total%s %s" % (_labels(labels), _num(count)) for labels, (count, _) in series)
+                out.extend("http_requests_total%s %s" % (_labels(labels), _num(count))
+                           for labels, (count, created) in series)
                 out.extend(["# HELP http_requests_created %s%s" % (SIM, text), "# TYPE http_requests_created gauge"])
                 out.extend("http_requests_created%s %s" % (_labels(labels), repr(created))
-                           for labels, (_, created) in series)
+                           for labels, (count, created) in series)
             seen = set()
             for key, name, extra, text in SIM_COUNTERS:
                 if name not in seen:
