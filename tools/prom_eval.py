@@ -24,13 +24,18 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = ROOT / 'roles' / 'kvpool_monitoring' / 'files'
 
 
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to the Prometheus, no proxy
+
+
 def query(url, expr):
     data = urllib.parse.urlencode({'query': expr}).encode()
     try:
-        with urllib.request.urlopen(url.rstrip('/') + '/api/v1/query', data, timeout=30) as resp:
+        with OPENER.open(url.rstrip('/') + '/api/v1/query', data, timeout=30) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         body = json.loads(exc.read() or b'{}')
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return None, str(exc)
     if body.get('status') != 'success':
         return None, body.get('error') or 'no answer'
     return len(body['data']['result']), None
@@ -66,8 +71,12 @@ def main():
             continue
         empty += count == 0
         print('%4d  %s' % (count, label))
-    with urllib.request.urlopen(args.url.rstrip('/') + '/api/v1/alerts', timeout=30) as resp:
-        alerts = json.loads(resp.read())['data']['alerts']
+    try:
+        with OPENER.open(args.url.rstrip('/') + '/api/v1/alerts', timeout=30) as resp:
+            alerts = json.loads(resp.read())['data']['alerts']
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print('%s: no answer from Prometheus (%s)' % (args.url, exc))
+        return 1
     for alert in alerts:
         labels = alert['labels']
         print('alert %s %s %s' % (alert['state'], labels.get('alertname'), labels.get('instance', '')))

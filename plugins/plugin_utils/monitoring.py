@@ -130,9 +130,9 @@ def _truthy(value):
 
 def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
     """The routers role kvpool_router runs (site.yml's router phase): every host of the router group whose
-    ``kvpool_router_enabled`` is true, scraped at ``kvpool_router_prometheus_host`` (the role's default: the
-    host's ``ansible_host``) and ``kvpool_router_prometheus_port``. A loopback metrics address is refused: no
-    Prometheus on another host can reach it."""
+    ``kvpool_router_enabled`` is true, scraped at ``kvpool_router_prometheus_host``, else ``kvpool_router_host``
+    (the role's default for it), else the host's ``ansible_host``, and ``kvpool_router_prometheus_port``. A
+    loopback metrics address is refused: no Prometheus on another host can reach it."""
     group = settings.get('router_group') or ROUTER_GROUP
     for host in groups.get(group) or []:
         if not _truthy(_get(hostvars, host, 'kvpool_router_enabled', False)):
@@ -141,12 +141,15 @@ def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
         if not _is_port(port):
             out['errors'].append('%s: kvpool_router_prometheus_port %r is not a TCP port 1-65535' % (host, port))
             continue
-        address = _scrape_address(_get(hostvars, host, 'kvpool_router_prometheus_host', ''), hostvars, host)
-        if LOOPBACK.match(address):
+        name, bind = 'kvpool_router_prometheus_host', _get(hostvars, host, 'kvpool_router_prometheus_host', '')
+        if bind in ('', None):
+            name, bind = 'kvpool_router_host', _get(hostvars, host, 'kvpool_router_host', '')
+        address = _scrape_address(bind, hostvars, host)
+        if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
             out['errors'].append(
-                '%s: kvpool_router_prometheus_host is %s: the router\'s metrics answer on loopback only, where no '
-                'Prometheus on another host reaches them. Remove the setting (the role binds them at the host\'s '
-                'ansible_host) or set an address of %s, and run site.yml --tags router' % (host, address, host))
+                '%s: %s is %s: the router\'s metrics answer on loopback only, where no Prometheus on another host '
+                'reaches them. Set kvpool_router_prometheus_host to an address of %s (by default the role binds '
+                'them at the router\'s own address), and run site.yml --tags router' % (host, name, address, host))
             continue
         out['router'].append(_group(host_port(address, port), _labels(cluster, host, ROUTER_SERVICE, 'router', extra)))
 
@@ -156,8 +159,10 @@ def monitoring_targets(settings, hostvars, groups):
     'router': [...], 'errors': [...], 'counts': {...}}``.
 
     ``settings``: the role's variables without the ``kvpool_monitoring_`` prefix (``cluster``, ``node_group``,
-    ``master_group``, ``router_group``, ``routers``, ``labels``) and ``defaults`` (the ``kvpool_defaults_`` values, keys
-    :data:`DEFAULT_KEYS`). Raises ValueError when the settings are not a dict or lack a default.
+    ``master_group``, ``router_group``, ``routers``, ``labels``; ``monitoring_host``, the inventory name of the
+    host the role runs on: only its own servers may be scraped at a loopback address) and ``defaults`` (the
+    ``kvpool_defaults_`` values, keys :data:`DEFAULT_KEYS`). Raises ValueError when the settings are not a dict or
+    lack a default.
     """
     if not isinstance(settings, dict):
         raise ValueError('kvpool_monitoring_targets: settings must be a dict')
@@ -190,6 +195,11 @@ def monitoring_targets(settings, hostvars, groups):
             errors.append('%s: mooncake_master_metrics_port %r is not a TCP port 1-65535' % (host, port))
             continue
         address = _scrape_address(_get(hostvars, host, 'mooncake_master_metrics_address', ''), hostvars, host)
+        if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
+            errors.append('%s: mooncake_master_metrics_address is %s: the master\'s metrics answer on loopback only, '
+                          'where no Prometheus on another host reaches them. Set it to an address of %s (or leave it '
+                          'empty: every address) and run site.yml --tags master' % (host, address, host))
+            continue
         out['mooncake_master'].append(_group(host_port(address, port),
                                              _labels(cluster, host, MASTER_SERVICE, 'mooncake_master', extra)))
     if not out['mooncake_master'] and not errors:
@@ -207,7 +217,14 @@ def monitoring_targets(settings, hostvars, groups):
             if not _is_port(port):
                 errors.append('%s: instance %s: port %r is not a TCP port 1-65535' % (host, name, port))
                 continue
-            target = host_port(_scrape_address(listen, hostvars, host), port)
+            address = _scrape_address(listen, hostvars, host)
+            if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
+                errors.append('%s: instance %s listens on %s only (vllm_instance_listen_host or its listen_host): no '
+                              'Prometheus on another host reaches its /metrics. Bind it to an address of %s (or '
+                              'leave it empty: every address) and run site.yml --tags instances'
+                              % (host, name, address, host))
+                continue
+            target = host_port(address, port)
             if target in seen:
                 errors.append('%s: instance %s is scraped at %s, as %s already is' % (host, name, target, seen[target]))
                 continue

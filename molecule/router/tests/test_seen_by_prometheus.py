@@ -38,8 +38,9 @@ MASTER_UNIT = 'kvpool-mooncake-master'
 
 def query(expr):
     status, body = lib.http(PROMETHEUS_URL + '/api/v1/query?' + urllib.parse.urlencode({'query': expr}))
+    assert status == 200, (expr, status, body[:500])
     data = json.loads(body)
-    assert status == 200 and data['status'] == 'success', (expr, body[:500])
+    assert data['status'] == 'success', (expr, body[:500])
     return data['data']['result']
 
 
@@ -120,8 +121,11 @@ def test_a_hung_then_killed_master_fires_master_down_which_clears_once_its_unit_
         killed = time.monotonic()
         assert lib.sh(node1, 'kill -KILL %d' % pid)[0] == 0
     assert pending is not None, 'KvpoolMasterDown not pending 30 s after the master hung: %s' % alerts()
-    new_pid = wait_for(lambda: lib.sh(node1, 'systemctl show -p MainPID --value %s' % MASTER_UNIT)[1].strip()
-                       not in ('0', str(pid)), 30)
+
+    def new_process():
+        rc, out = lib.sh(node1, 'systemctl show -p MainPID --value %s' % MASTER_UNIT)
+        return rc == 0 and out.strip().isdigit() and out.strip() not in ('0', str(pid))
+    new_pid = wait_for(new_process, 30)
     assert new_pid is not None, lib.sh(node1, 'systemctl status %s --no-pager' % MASTER_UNIT)[1]
     cleared = wait_for(lambda: not alerts('KvpoolMasterDown'), 30)
     cleared_at = round(time.monotonic() - killed, 1)

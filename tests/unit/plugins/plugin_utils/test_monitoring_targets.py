@@ -101,6 +101,28 @@ def test_the_deployed_router_is_scraped_at_its_hosts_address_unless_it_is_off():
     assert other['router'] == []
 
 
+def test_loopback_servers_are_refused_unless_prometheus_runs_on_their_host():
+    groups = dict(GROUPS, kvpool_router=['node1'])
+    hostvars = {'node1': {'ansible_host': '10.0.0.1', 'kvpool_router_enabled': True, 'kvpool_router_host': '127.0.0.1',
+                          'mooncake_master_metrics_address': '127.0.0.1', 'vllm_instance_listen_host': '127.0.0.1'},
+                'node2': {'ansible_host': '10.0.0.2'}}
+    errors = plan(hostvars, groups=groups, monitoring_host='localhost')['errors']
+    assert [e.split(' is ')[0].split(' listens')[0] for e in errors] == [
+        'node1: mooncake_master_metrics_address', 'node1: instance vllm-8002', 'node1: kvpool_router_host']
+    assert all('127.0.0.1' in e and 'site.yml --tags' in e for e in errors)
+    local = plan(hostvars, groups=groups, monitoring_host='node1')
+    assert local['errors'] == []
+    assert [g['targets'] for g in local['router']] == [['127.0.0.1:29000']]
+
+
+def test_the_router_is_scraped_where_the_role_binds_its_metrics():
+    groups = dict(GROUPS, kvpool_router=['node1'])
+    hostvars = {'node1': {'ansible_host': '10.0.0.1', 'kvpool_router_enabled': True, 'kvpool_router_host': '10.9.0.1'}}
+    assert [g['targets'] for g in plan(hostvars, groups=groups)['router']] == [['10.9.0.1:29000']]
+    hostvars['node1']['kvpool_router_prometheus_host'] = '10.8.0.1'
+    assert [g['targets'] for g in plan(hostvars, groups=groups)['router']] == [['10.8.0.1:29000']]
+
+
 @pytest.mark.parametrize('settings, hostvars, groups, error', [
     ({}, {'node1': {'kvpool_router_enabled': True, 'kvpool_router_prometheus_host': '127.0.0.1'}},
      dict(GROUPS, kvpool_router=['node1']), 'node1: kvpool_router_prometheus_host is 127.0.0.1'),
