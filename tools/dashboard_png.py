@@ -14,10 +14,10 @@ import math
 import re
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import prom_eval  # noqa: E402  (the Prometheus HTTP API client of tools/prom_eval.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / 'roles' / 'kvpool_monitoring' / 'files' / 'kvpool-dashboard.json'
@@ -25,19 +25,11 @@ DASHBOARD = ROOT / 'roles' / 'kvpool_monitoring' / 'files' / 'kvpool-dashboard.j
 
 def query_range(url, expr, start, end, step):
     """``(series, error)``: ``[(labels, [(t, value), ...]), ...]`` of one range query."""
-    params = urllib.parse.urlencode({'query': expr, 'start': start, 'end': end, 'step': step}).encode()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url.rstrip('/') + '/api/v1/query_range', params, timeout=30) as resp:
-            body = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b'{}')
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return None, str(exc)
-    if body.get('status') != 'success':
-        return None, body.get('error') or 'no answer'
+    data, error = prom_eval.api(url, '/api/v1/query_range', {'query': expr, 'start': start, 'end': end, 'step': step})
+    if error:
+        return None, error
     out = []
-    for item in body['data']['result']:
+    for item in data['result']:
         points = [(float(t), float(v)) for t, v in item['values'] if not math.isnan(float(v))]
         out.append((item['metric'], points))
     return out, None

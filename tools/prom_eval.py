@@ -27,18 +27,26 @@ FILES = ROOT / 'roles' / 'kvpool_monitoring' / 'files'
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to the Prometheus, no proxy
 
 
-def query(url, expr):
-    data = urllib.parse.urlencode({'query': expr}).encode()
+def api(url, path, params):
+    """``(data, error)`` of one POST to the Prometheus HTTP API (``path`` such as ``/api/v1/query``)."""
     try:
-        with OPENER.open(url.rstrip('/') + '/api/v1/query', data, timeout=30) as resp:
+        with OPENER.open(url.rstrip('/') + path, urllib.parse.urlencode(params).encode(), timeout=30) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b'{}')
+        try:
+            body = json.loads(exc.read() or b'{}')
+        except ValueError:
+            body = {}
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return None, str(exc)
     if body.get('status') != 'success':
         return None, body.get('error') or 'no answer'
-    return len(body['data']['result']), None
+    return body['data'], None
+
+
+def query(url, expr):
+    data, error = api(url, '/api/v1/query', {'query': expr})
+    return (None, error) if error else (len(data['result']), None)
 
 
 def expressions():

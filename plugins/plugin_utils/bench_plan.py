@@ -83,19 +83,26 @@ def resolve_instance(spec, default_host, hostvars, role, default_port):
     return out
 
 
+def shared_defaults(settings, who):
+    """``settings['defaults']`` (the kvpool_defaults_ values, keys :data:`DEFAULT_KEYS`) of a plan's settings;
+    ValueError naming ``who`` when the settings are not a dict or lack a default. Shared by the plans that read
+    the same defaults (this one, plugin_utils/monitoring.py)."""
+    if not isinstance(settings, dict):
+        raise ValueError('%s: settings must be a dict' % who)
+    defaults = settings.get('defaults')
+    missing = [k for k in DEFAULT_KEYS if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
+    if missing:
+        raise ValueError('%s: settings.defaults lacks %s (the kvpool_defaults_ values)' % (who, ', '.join(missing)))
+    return defaults
+
+
 def kvpool_benchmark_plan(settings, hostvars, groups):
     """The plan of one run from the role's settings (a dict of the role variables without the prefix, and
     ``defaults``: the shared defaults of role kvpool_defaults, keys :data:`DEFAULT_KEYS`).
 
     Raises ValueError when the settings are not a dict or lack a default.
     """
-    if not isinstance(settings, dict):
-        raise ValueError('kvpool_benchmark_plan: settings must be a dict')
-    defaults = settings.get('defaults')
-    missing = [k for k in DEFAULT_KEYS if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
-    if missing:
-        raise ValueError('kvpool_benchmark_plan: settings.defaults lacks %s (the kvpool_defaults_ values)'
-                         % ', '.join(missing))
+    defaults = shared_defaults(settings, 'kvpool_benchmark_plan')
     errors = []
     group = settings.get('group') or defaults['node_group']
     hosts = list((groups or {}).get(group) or [])

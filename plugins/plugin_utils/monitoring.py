@@ -23,14 +23,17 @@ __metaclass__ = type
 
 import re
 
-# The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults: their one source).
-DEFAULT_KEYS = ('node_group', 'master_group', 'instance_port', 'master_metrics_port')
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import WILDCARD_ADDRESSES, format_host_port
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.bench_plan import shared_defaults
+
+# The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults) are the benchmark plan's
+# DEFAULT_KEYS, checked by its shared_defaults.
 # Role kvpool_router's group and defaults (its defaults are not in hostvars: read here when the inventory sets none).
 ROUTER_GROUP = 'kvpool_router'
 ROUTER_METRICS_PORT = 29000
 ROUTER_SERVICE = 'router'
 LOOPBACK = re.compile(r'^(127\.|::1$|\[::1\]$|localhost$)')
-WILDCARDS = ('', '0.0.0.0', '::', '[::]', '*')
+WILDCARDS = WILDCARD_ADDRESSES + ('*',)
 ROLES = ('mooncake_master', 'vllm_instance', 'router')
 MASTER_SERVICE = 'mooncake-master'
 _URL = re.compile(r'^(?:(?P<scheme>https?)://)?(?P<host>\[[^\]]+\]|[^/:\[\]]+)(?::(?P<port>\d+))?(?P<path>/.*)?$')
@@ -43,14 +46,6 @@ def _get(hostvars, host, key, default=None):
     except Exception:  # pylint: disable=broad-except  # an undefined template in someone's inventory
         value = default
     return default if value is None else value
-
-
-def host_port(address, port):
-    """``host:port``, an IPv6 address in brackets (the collection's one rule, as ``format_host_port``)."""
-    address = str(address).strip()
-    if ':' in address and not address.startswith('['):
-        address = '[%s]' % address
-    return '%s:%d' % (address, int(port))
 
 
 def _is_port(value):
@@ -151,7 +146,8 @@ def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
                 'reaches them. Set kvpool_router_prometheus_host to an address of %s (by default the role binds '
                 'them at the router\'s own address), and run site.yml --tags router' % (host, name, address, host))
             continue
-        out['router'].append(_group(host_port(address, port), _labels(cluster, host, ROUTER_SERVICE, 'router', extra)))
+        labels = _labels(cluster, host, ROUTER_SERVICE, 'router', extra)
+        out['router'].append(_group(format_host_port(address, port), labels))
 
 
 def monitoring_targets(settings, hostvars, groups):
@@ -161,16 +157,10 @@ def monitoring_targets(settings, hostvars, groups):
     ``settings``: the role's variables without the ``kvpool_monitoring_`` prefix (``cluster``, ``node_group``,
     ``master_group``, ``router_group``, ``routers``, ``labels``; ``monitoring_host``, the inventory name of the
     host the role runs on: only its own servers may be scraped at a loopback address) and ``defaults`` (the
-    ``kvpool_defaults_`` values, keys :data:`DEFAULT_KEYS`). Raises ValueError when the settings are not a dict or
-    lack a default.
+    ``kvpool_defaults_`` values, keys ``bench_plan.DEFAULT_KEYS``). Raises ValueError when the settings are not a
+    dict or lack a default.
     """
-    if not isinstance(settings, dict):
-        raise ValueError('kvpool_monitoring_targets: settings must be a dict')
-    defaults = settings.get('defaults')
-    missing = [k for k in DEFAULT_KEYS if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
-    if missing:
-        raise ValueError('kvpool_monitoring_targets: settings.defaults lacks %s (the kvpool_defaults_ values)'
-                         % ', '.join(missing))
+    defaults = shared_defaults(settings, 'kvpool_monitoring_targets')
     hostvars = hostvars or {}
     groups = groups or {}
     errors = []
@@ -200,7 +190,7 @@ def monitoring_targets(settings, hostvars, groups):
                           'where no Prometheus on another host reaches them. Set it to an address of %s (or leave it '
                           'empty: every address) and run site.yml --tags master' % (host, address, host))
             continue
-        out['mooncake_master'].append(_group(host_port(address, port),
+        out['mooncake_master'].append(_group(format_host_port(address, port),
                                              _labels(cluster, host, MASTER_SERVICE, 'mooncake_master', extra)))
     if not out['mooncake_master'] and not errors:
         errors.append('no host in the master group %r: the pool has no master to scrape (set '
@@ -224,7 +214,7 @@ def monitoring_targets(settings, hostvars, groups):
                               'leave it empty: every address) and run site.yml --tags instances'
                               % (host, name, address, host))
                 continue
-            target = host_port(address, port)
+            target = format_host_port(address, port)
             if target in seen:
                 errors.append('%s: instance %s is scraped at %s, as %s already is' % (host, name, target, seen[target]))
                 continue
@@ -246,6 +236,6 @@ def monitoring_targets(settings, hostvars, groups):
             labels['__scheme__'] = router['scheme']
         if router['path'] != '/metrics':
             labels['__metrics_path__'] = router['path']
-        out['router'].append(_group(host_port(router['address'], router['port']), labels))
+        out['router'].append(_group(format_host_port(router['address'], router['port']), labels))
     out['counts'] = dict((role, len(out[role])) for role in ROLES)
     return out
