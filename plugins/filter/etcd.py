@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filters of the etcd members (role ascend.kvpool.kvpool_etcd): thin adapters over module_utils/_etcd.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _etcd
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
+
+
+def _var(hostvars, host, name, default):
+    try:
+        value = hostvars[host].get(name)
+    except (KeyError, AttributeError):
+        value = None
+    return default if value is None or value == '' else value
+
+
+def etcd_members(hosts, hostvars, peer_port=2380, client_port=2379):
+    """``[{name, address, peer_port, client_port}]`` of the etcd ``hosts`` in their order, from each host's
+    ``kvpool_etcd_name`` / ``kvpool_etcd_address`` / ``kvpool_etcd_peer_port`` / ``kvpool_etcd_client_port`` (else the
+    inventory name, ``ansible_host`` and the given ports)."""
+    out = []
+    for host in list(hosts or []):
+        address = _var(hostvars, host, 'kvpool_etcd_address', _var(hostvars, host, 'ansible_host', host))
+        try:
+            out.append({'name': str(_var(hostvars, host, 'kvpool_etcd_name', host)), 'address': str(address),
+                        'peer_port': int(_var(hostvars, host, 'kvpool_etcd_peer_port', peer_port)),
+                        'client_port': int(_var(hostvars, host, 'kvpool_etcd_client_port', client_port))})
+        except (TypeError, ValueError) as exc:
+            raise AnsibleFilterError('%s: kvpool_etcd_peer_port / kvpool_etcd_client_port must be port numbers (%s)'
+                                     % (host, exc)) from exc
+    return out
+
+
+def etcd_members_problem(members):
+    """'' when the members make a cluster, else what is wrong and the fix."""
+    return _etcd.members_problem(list(members or []))
+
+
+def etcd_endpoints(members):
+    """``host:port`` of every member's client URL (what Mooncake's ``etcd://`` address lists)."""
+    return [format_host_port(m['address'], m['client_port']) for m in list(members or [])]
+
+
+class FilterModule(object):
+    """ascend.kvpool etcd filters."""
+
+    def filters(self):
+        return {
+            'etcd_members': etcd_members,
+            'etcd_members_problem': etcd_members_problem,
+            'etcd_endpoints': etcd_endpoints,
+        }

@@ -1,0 +1,206 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""etcd for the Mooncake HA masters: the member's command line and the judgement of ``etcdctl`` answers (pure
+functions; no I/O, Python 3.8).
+
+- A static bootstrap (https://etcd.io/docs/v3.4/op-guide/clustering/): every member is given the whole
+  ``--initial-cluster`` and ``--initial-cluster-state new``. etcd reads the ``--initial-*`` flags only while its data
+  directory holds no member, so the same command line serves the first start and every restart after it.
+- Client URLs are plain ``http``: Mooncake's etcd client (go.etcd.io/etcd/client/v3 in mooncake-common/etcd) has no
+  TLS and no auth. Peer traffic may use TLS (``peer_tls``).
+- ``etcdctl ... -w json`` answers, as etcd 3.4.23 prints them (recorded on the mock cluster):
+  ``endpoint health`` a list of ``{endpoint, health, took[, error]}``; ``member list`` ``{header, members: [{ID,
+  name, peerURLs, clientURLs}]}``; ``endpoint status`` a list of ``{Endpoint, Status: {header: {member_id}, leader,
+  version}}``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import re
+
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
+
+__metaclass__ = type
+
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
+
+
+def peer_url(address, port, tls=False):
+    return '%s://%s' % ('https' if tls else 'http', format_host_port(address, port))
+
+
+def client_url(address, port):
+    return 'http://%s' % format_host_port(address, port)
+
+
+def quorum(size):
+    """Members that must be up for the cluster to accept writes."""
+    return size // 2 + 1
+
+
+def members_problem(members):
+    """'' when ``members`` (dicts of name, address, peer_port) make a cluster, else what is wrong and the fix."""
+    if not members:
+        return 'no etcd members: put the etcd hosts in the etcd group'
+    names = [m.get('name') for m in members]
+    for name in names:
+        if not NAME_RE.match(str(name or '')):
+            return ('etcd member name %r: use letters, digits, ".", "_" and "-" (kvpool_etcd_name, default the '
+                    'inventory name)' % (name,))
+    dup = sorted(set(n for n in names if names.count(n) > 1))
+    if dup:
+        return 'etcd member names are not unique: %s (set kvpool_etcd_name per host)' % ', '.join(dup)
+    peers = ['%s:%s' % (m.get('address'), m.get('peer_port')) for m in members]
+    dup = sorted(set(p for p in peers if peers.count(p) > 1))
+    if dup:
+        return ('two etcd members share the peer address %s: give each host its own address (kvpool_etcd_address, '
+                'default ansible_host)' % ', '.join(dup))
+    for m in members:
+        if not str(m.get('address') or '').strip():
+            return 'etcd member %s has no address (kvpool_etcd_address, default ansible_host)' % m.get('name')
+    return ''
+
+
+def initial_cluster(members, tls=False):
+    """The ``--initial-cluster`` value: ``name=peer-url,...`` in the order given."""
+    return ','.join('%s=%s' % (m['name'], peer_url(m['address'], m['peer_port'], tls)) for m in members)
+
+
+def build_etcd_argv(binary, p, members):
+    """The member's command line (a list) from the module's options ``p`` and the whole cluster's ``members``."""
+    tls = bool(p.get('peer_cert_file'))
+    me = peer_url(p['address'], p['peer_port'], tls)
+    client = client_url(p['address'], p['client_port'])
+    listen_client = [client]
+    if p.get('listen_localhost', True) and p['address'] not in ('127.0.0.1', '::1', 'localhost'):
+        listen_client.append(client_url('127.0.0.1', p['client_port']))
+    argv = [str(binary),
+            '--name=%s' % p['name'],
+            '--data-dir=%s' % p['data_dir'],
+            '--listen-peer-urls=%s' % me,
+            '--initial-advertise-peer-urls=%s' % me,
+            '--listen-client-urls=%s' % ','.join(listen_client),
+            '--advertise-client-urls=%s' % client,
+            '--initial-cluster=%s' % initial_cluster(members, tls),
+            '--initial-cluster-token=%s' % p['cluster_token'],
+            '--initial-cluster-state=%s' % p.get('initial_cluster_state', 'new'),
+            '--heartbeat-interval=%d' % int(p['heartbeat_interval']),
+            '--election-timeout=%d' % int(p['election_timeout']),
+            '--auto-compaction-retention=%s' % p['auto_compaction_retention']]
+    if p.get('metrics_port'):
+        argv.append('--listen-metrics-urls=%s' % client_url(p['address'], p['metrics_port']))
+    if tls:
+        argv += ['--peer-cert-file=%s' % p['peer_cert_file'], '--peer-key-file=%s' % p['peer_key_file'],
+                 '--peer-trusted-ca-file=%s' % p['peer_trusted_ca_file'], '--peer-client-cert-auth=true']
+    argv.extend(str(a) for a in p.get('extra_args') or [])
+    return argv
+
+
+MANAGED_FLAGS = ('--name', '--data-dir', '--listen-peer-urls', '--initial-advertise-peer-urls',
+                 '--listen-client-urls', '--advertise-client-urls', '--initial-cluster', '--initial-cluster-token',
+                 '--initial-cluster-state', '--listen-metrics-urls', '--client-cert-auth', '--cert-file',
+                 '--key-file', '--auth-token')
+
+
+def managed_flag_in(extra_args):
+    """``(arg, flag)`` of the first extra argument that sets a flag the module writes (or client TLS/auth, which
+    Mooncake's etcd client cannot use), else None."""
+    for arg in extra_args or []:
+        flag = str(arg).split('=', 1)[0].strip()
+        if flag.startswith('-') and not flag.startswith('--'):
+            flag = '-' + flag
+        if flag in MANAGED_FLAGS:
+            return arg, flag
+    return None
+
+
+def _load(text, what):
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError('%s: not JSON: %r' % (what, (text or '')[:200]))
+
+
+def parse_endpoint_health(text):
+    """``etcdctl endpoint health -w json`` -> ``[{endpoint, health (bool), error}]``."""
+    data = _load(text, 'endpoint health')
+    if not isinstance(data, list):
+        raise ValueError('endpoint health: expected a list, got %s' % type(data).__name__)
+    out = []
+    for item in data:
+        if not isinstance(item, dict) or 'endpoint' not in item:
+            raise ValueError('endpoint health: an entry without endpoint: %r' % (item,))
+        out.append({'endpoint': str(item['endpoint']), 'health': item.get('health') is True,
+                    'error': str(item.get('error') or '')})
+    return out
+
+
+def parse_member_list(text):
+    """``etcdctl member list -w json`` -> ``[{id, name, peer_urls, client_urls}]`` (a member added but not yet
+    started has an empty name)."""
+    data = _load(text, 'member list')
+    if not isinstance(data, dict) or not isinstance(data.get('members'), list):
+        raise ValueError('member list: expected an object with members, got %r' % (text or '')[:200])
+    out = []
+    for m in data['members']:
+        if not isinstance(m, dict):
+            raise ValueError('member list: a member is not an object: %r' % (m,))
+        out.append({'id': '%x' % int(m.get('ID') or 0), 'name': str(m.get('name') or ''),
+                    'peer_urls': sorted(str(u) for u in m.get('peerURLs') or []),
+                    'client_urls': sorted(str(u) for u in m.get('clientURLs') or [])})
+    return out
+
+
+def parse_endpoint_status(text):
+    """``etcdctl endpoint status -w json`` -> ``[{endpoint, member_id, leader, version}]`` (ids in hex, as etcdctl's
+    table shows them)."""
+    data = _load(text, 'endpoint status')
+    if not isinstance(data, list):
+        raise ValueError('endpoint status: expected a list, got %s' % type(data).__name__)
+    out = []
+    for item in data:
+        status = item.get('Status') if isinstance(item, dict) else None
+        if not isinstance(status, dict):
+            raise ValueError('endpoint status: an entry without Status: %r' % (item,))
+        header = status.get('header') or {}
+        out.append({'endpoint': str(item.get('Endpoint') or ''), 'member_id': '%x' % int(header.get('member_id') or 0),
+                    'leader': '%x' % int(status.get('leader') or 0), 'version': str(status.get('version') or '')})
+    return out
+
+
+def cluster_problem(members, health, listed, status, tls=False):
+    """'' when the cluster is what ``members`` says and healthy, else what is wrong, naming the members:
+    every endpoint healthy, the member list exactly the members (names and peer URLs), one leader for all."""
+    want = dict((m['name'], peer_url(m['address'], m['peer_port'], tls)) for m in members)
+    problems = []
+    sick = ['%s%s' % (h['endpoint'], (' (%s)' % h['error']) if h['error'] else '') for h in health if not h['health']]
+    if sick:
+        problems.append('not healthy: %s' % ', '.join(sick))
+    seen = dict((m['name'] or '(unstarted %s)' % ','.join(m['peer_urls']), m['peer_urls']) for m in listed)
+    missing = sorted(n for n in want if n not in seen)
+    if missing:
+        problems.append('not in the member list: %s' % ', '.join(missing))
+    extra = sorted(n for n in seen if n not in want)
+    if extra:
+        problems.append('in the member list but not in the etcd group: %s (remove it with etcdctl member remove '
+                        '<ID> if the host is gone)' % ', '.join(extra))
+    wrong = sorted(n for n in want if n in seen and seen[n] != [want[n]])
+    if wrong:
+        problems.append('peer URL differs: %s' % ', '.join('%s has %s, wanted %s' % (n, ','.join(seen[n]), want[n])
+                                                          for n in wrong))
+    leaders = sorted(set(s['leader'] for s in status if s['leader'] != '0'))
+    if status and len(leaders) != 1:
+        problems.append('members disagree on the leader: %s' % (', '.join(leaders) or 'none'))
+    return '; '.join(problems)
+
+
+def leader_name(listed, status):
+    """Name of the etcd leader from the member list and the endpoint status, '' when unknown."""
+    ids = set(s['leader'] for s in status)
+    for m in listed:
+        if m['id'] in ids:
+            return m['name']
+    return ''

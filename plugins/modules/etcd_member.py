@@ -1,0 +1,425 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: etcd_member
+short_description: Run one member of the etcd cluster of the Mooncake HA masters as a health-gated systemd unit
+version_added: 0.3.0
+description:
+  - Starts, stops or restarts one C(etcd) member as the systemd unit C(kvpool-etcd.service) on the host, for the
+    Mooncake masters in HA mode (they elect their leader through etcd; the clients find it there).
+  - 'A static bootstrap: every member gets the whole cluster (O(members)) and C(--initial-cluster-state new). etcd
+    reads the C(--initial-*) flags only while its data directory holds no member, so the same command line serves
+    the first start and every restart; a member whose node comes back rejoins with its data.'
+  - Run the task on every member at once (one play over the etcd group): a member is healthy only with a quorum,
+    so the gate of the first waits for the others.
+  - 'The health gate, polled every O(poll_interval) seconds for at most O(ready_timeout) seconds: the member''s
+    C(GET /health) answers C({"health":"true"}), and C(etcdctl endpoint health), C(member list) and
+    C(endpoint status) over every member show all of them healthy, exactly the members of O(members) with their
+    peer URLs, and one leader.'
+  - A start that fails fails the task with the unit's name, what the gate saw (the members that are not healthy or
+    missing) and the tail of its journal.
+  - Client URLs are plain C(http). Mooncake's etcd client has no TLS and no auth, so client TLS is refused (bind the
+    client port to the cluster network). Peer traffic can use TLS (O(peer_cert_file)).
+author:
+  - ascend.kvpool contributors (@ascend-kvpool)
+extends_documentation_fragment:
+  - ascend.kvpool.service.unit
+options:
+  state:
+    description:
+      - C(started) makes sure the member runs with these settings and passes its health gate.
+      - C(stopped) stops its unit, disables it and removes the unit file (the data directory stays).
+      - C(restarted) always restarts it.
+    type: str
+    choices: [started, stopped, restarted]
+    default: started
+  name:
+    description: This member's name (C(--name)); must be one of the names in O(members).
+    type: str
+    required: true
+  address:
+    description: This node's address; the member listens on it for peers and clients (and on C(127.0.0.1) for
+      clients).
+    type: str
+    required: true
+  client_port:
+    description: Client port (C(2379) by default).
+    type: int
+    default: 2379
+  peer_port:
+    description: Peer port of this member (C(2380) by default).
+    type: int
+    default: 2380
+  metrics_port:
+    description: Port of C(--listen-metrics-urls) (C(/metrics) and C(/health) without the client API); C(0) leaves
+      it out (the client port serves C(/metrics) too).
+    type: int
+    default: 0
+  members:
+    description: Every member of the cluster, this one included, in a fixed order (the inventory's).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The member's name.
+        type: str
+        required: true
+      address:
+        description: The member's address.
+        type: str
+        required: true
+      peer_port:
+        description: Its peer port.
+        type: int
+        default: 2380
+      client_port:
+        description: Its client port.
+        type: int
+        default: 2379
+  data_dir:
+    description: Data directory of the member (created 0700). Its C(member) subdirectory is the member's identity;
+      removing it makes a new member that the cluster refuses until the old one is removed
+      (C(etcdctl member remove)).
+    type: path
+    default: /var/lib/ascend-kvpool/etcd
+  cluster_token:
+    description: C(--initial-cluster-token), the same on every member; keeps two clusters of the same hosts apart.
+    type: str
+    default: kvpool-etcd
+  initial_cluster_state:
+    description:
+      - C(--initial-cluster-state). C(new) for the members of a first deploy (read only while the data directory
+        holds no member, so it stays C(new) after that); C(existing) for a member added to a running cluster with
+        C(etcdctl member add).
+    type: str
+    choices: [new, existing]
+    default: new
+  heartbeat_interval:
+    description: C(--heartbeat-interval) in ms (etcd's default 100).
+    type: int
+    default: 100
+  election_timeout:
+    description: C(--election-timeout) in ms (etcd's default 1000); at least 5 times O(heartbeat_interval).
+    type: int
+    default: 1000
+  auto_compaction_retention:
+    description: C(--auto-compaction-retention) (hours, or a duration such as C(30m)). Mooncake writes only its
+      leader key, so the history stays small.
+    type: str
+    default: '1'
+  peer_cert_file:
+    description: Certificate of this member for peer TLS (peer URLs become C(https)); with O(peer_key_file) and
+      O(peer_trusted_ca_file). Unset is plain C(http).
+    type: path
+  peer_key_file:
+    description: Key of O(peer_cert_file).
+    type: path
+  peer_trusted_ca_file:
+    description: CA of the peers' certificates (C(--peer-trusted-ca-file); C(--peer-client-cert-auth) is on).
+    type: path
+  binary:
+    description: The C(etcd) executable.
+    type: path
+    default: /usr/bin/etcd
+  etcdctl:
+    description: The C(etcdctl) executable (the gate's cluster check).
+    type: path
+    default: /usr/bin/etcdctl
+  extra_args:
+    description: More C(etcd) flags, one per item. Flags the module writes (names, URLs, the initial cluster, the
+      data directory) and client TLS or auth are refused.
+    type: list
+    elements: str
+    default: []
+  env:
+    description: Extra environment of the member (for example C(ETCD_UNSUPPORTED_ARCH=arm64) for etcd 3.4 on
+      aarch64).
+    type: dict
+    default: {}
+  ready_timeout:
+    description: Seconds to wait for the health gate.
+    type: float
+    default: 60
+  poll_interval:
+    description: Seconds between two polls of the gate.
+    type: float
+    default: 0.2
+  stop_timeout:
+    description: Seconds after SIGTERM before SIGKILL (C(TimeoutStopSec=)).
+    type: float
+    default: 10
+notes:
+  - Members are never removed from the cluster by this module. A host taken out of O(members) makes the gate fail
+    naming it, with the C(etcdctl member remove) command to run.
+  - A member whose data directory was lost (a replaced disk or node) is refused by the others. Remove it and add it
+    again (C(etcdctl member remove <ID>), C(etcdctl member add <name> --peer-urls=<url>)), then run the task on
+    it with O(initial_cluster_state=existing) (the collection's docs/ha.md has the steps).
+seealso:
+  - name: etcd clustering guide
+    description: Static bootstrap and the initial-cluster flags.
+    link: https://etcd.io/docs/v3.4/op-guide/clustering/
+  - module: ascend.kvpool.mooncake_master
+"""
+
+EXAMPLES = r"""
+- name: Run the etcd member of this node (every host of group etcd at once)
+  ascend.kvpool.etcd_member:
+    name: "{{ inventory_hostname }}"
+    address: "{{ ansible_host }}"
+    members:
+      - {name: node1, address: 172.31.250.11}
+      - {name: node2, address: 172.31.250.12}
+      - {name: node3, address: 172.31.250.13}
+  register: etcd
+
+- name: Show the cluster
+  ansible.builtin.debug:
+    msg: "etcd {{ etcd.endpoint }}: leader {{ etcd.leader }}, {{ etcd.cluster | length }} members healthy"
+"""
+
+RETURN = r"""
+state:
+  description: State of the member after the task (C(running) or C(stopped)).
+  returned: always
+  type: str
+  sample: running
+action:
+  description: What the task did (or would do in check mode).
+  returned: always
+  type: str
+  sample: started
+reason:
+  description: Why it did it.
+  returned: always
+  type: str
+  sample: settings changed
+unit:
+  description: The systemd unit.
+  returned: always
+  type: str
+  sample: kvpool-etcd.service
+argv:
+  description: The effective command line.
+  returned: always
+  type: list
+  elements: str
+endpoint:
+  description: This member's client URL.
+  returned: always
+  type: str
+  sample: http://172.31.250.11:2379
+endpoints:
+  description: The client URLs of every member (what Mooncake's C(etcd://) address lists, without C(http://)).
+  returned: always
+  type: list
+  elements: str
+  sample: [172.31.250.11:2379, 172.31.250.12:2379, 172.31.250.13:2379]
+cluster:
+  description: The member list at the last poll, as C(id), C(name), C(peer_urls) and C(client_urls).
+  returned: when polled
+  type: list
+  elements: dict
+leader:
+  description: Name of the etcd leader at the last poll ('' when unknown).
+  returned: when polled
+  type: str
+  sample: node2
+ready_seconds:
+  description: Seconds the member took to pass its gate after its start (or to pass it when running).
+  returned: always
+  type: float
+  sample: 1.4
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    Engine,
+    ServiceError,
+    ServiceSpec,
+    backend_for,
+    check_service_params,
+)
+
+UNIT = 'kvpool-etcd'
+
+
+def check_params(p):
+    """Everything the argument spec cannot say; returns the members (with ports). Raises KvpoolError naming the
+    option, the value and the fix."""
+    for name in ('client_port', 'peer_port'):
+        _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
+    _validate.int_range(p['metrics_port'], 'metrics_port', 0, 65535, 'a TCP port, 0 for none')
+    if len(set([p['client_port'], p['peer_port']] + ([p['metrics_port']] if p['metrics_port'] else []))) < (
+            3 if p['metrics_port'] else 2):
+        raise KvpoolError('client_port, peer_port and metrics_port must differ (now %s, %s, %s)'
+                          % (p['client_port'], p['peer_port'], p['metrics_port']))
+    _validate.int_range(p['heartbeat_interval'], 'heartbeat_interval', 10, 10000, 'milliseconds')
+    _validate.int_range(p['election_timeout'], 'election_timeout', 5 * p['heartbeat_interval'], 50000,
+                        'milliseconds, at least 5 x heartbeat_interval')
+    if not p['cluster_token'] or not _etcd.NAME_RE.match(p['cluster_token']):
+        raise KvpoolError('cluster_token=%r: use letters, digits, ".", "_" and "-"' % p['cluster_token'])
+    tls = [p['peer_cert_file'], p['peer_key_file'], p['peer_trusted_ca_file']]
+    if any(tls) and not all(tls):
+        raise KvpoolError('peer TLS needs peer_cert_file, peer_key_file and peer_trusted_ca_file together')
+    managed = _etcd.managed_flag_in(p['extra_args'])
+    if managed:
+        raise KvpoolError('extra_args: %r sets %s, which this module writes itself or which Mooncake\'s etcd client '
+                          'cannot use (client TLS, auth); use the module option instead' % managed)
+    members = [dict(name=str(m['name']), address=str(m['address']).strip(), peer_port=int(m['peer_port']),
+                    client_port=int(m['client_port'])) for m in p['members']]
+    problem = _etcd.members_problem(members)
+    if problem:
+        raise KvpoolError('members: %s' % problem)
+    mine = [m for m in members if m['name'] == p['name']]
+    if not mine:
+        raise KvpoolError('name=%r is not one of members (%s): every member needs the whole cluster, itself '
+                          'included' % (p['name'], ', '.join(m['name'] for m in members)))
+    if mine[0]['address'] != p['address'] or mine[0]['peer_port'] != p['peer_port']:
+        raise KvpoolError('members lists %s at %s, but this member is at %s (address, peer_port): give the same '
+                          'address to both' % (p['name'], format_host_port(mine[0]['address'], mine[0]['peer_port']),
+                                               format_host_port(p['address'], p['peer_port'])))
+    check_service_params(p)
+    # etcd makes it (0700) at its first start; never a system directory, as given or through a link.
+    _validate.directory(p['data_dir'], 'data_dir', example='/var/lib/ascend-kvpool/etcd')
+    return members
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
+            name=dict(type='str', required=True),
+            address=dict(type='str', required=True),
+            client_port=dict(type='int', default=2379),
+            peer_port=dict(type='int', default=2380),
+            metrics_port=dict(type='int', default=0),
+            members=dict(type='list', elements='dict', required=True, options=dict(
+                name=dict(type='str', required=True),
+                address=dict(type='str', required=True),
+                peer_port=dict(type='int', default=2380),
+                client_port=dict(type='int', default=2379),
+            )),
+            data_dir=dict(type='path', default='/var/lib/ascend-kvpool/etcd'),
+            cluster_token=dict(type='str', default='kvpool-etcd'),
+            initial_cluster_state=dict(type='str', choices=['new', 'existing'], default='new'),
+            heartbeat_interval=dict(type='int', default=100),
+            election_timeout=dict(type='int', default=1000),
+            auto_compaction_retention=dict(type='str', default='1'),
+            peer_cert_file=dict(type='path'),
+            peer_key_file=dict(type='path'),
+            peer_trusted_ca_file=dict(type='path'),
+            binary=dict(type='path', default='/usr/bin/etcd'),
+            etcdctl=dict(type='path', default='/usr/bin/etcdctl'),
+            extra_args=dict(type='list', elements='str', default=[]),
+            env=dict(type='dict', default={}),
+            ready_timeout=dict(type='float', default=60),
+            poll_interval=dict(type='float', default=0.2),
+            stop_timeout=dict(type='float', default=10),
+            log_lines=dict(type='int', default=40),
+            restart_limit_burst=dict(type='int', default=5),
+            restart_limit_interval=dict(type='int', default=60),
+        ),
+        supports_check_mode=True,
+    )
+    _errors.guard(module, _run, module)
+
+
+def _etcdctl(module, p, endpoints, *args):
+    """``etcdctl --endpoints=... <args> -w json`` (API v3, LANG=C); returns (rc, stdout, stderr)."""
+    argv = [p['etcdctl'], '--endpoints=%s' % ','.join(endpoints), '--command-timeout=2s', '--dial-timeout=1s']
+    argv += list(args) + ['-w', 'json']
+    return module.run_command(argv, environ_update={'ETCDCTL_API': '3', 'LANG': 'C', 'LC_ALL': 'C'})
+
+
+def _run(module):
+    p = module.params
+    members = check_params(p)
+    tls = bool(p['peer_cert_file'])
+    endpoints = [format_host_port(m['address'], m['client_port']) for m in members]
+    own = 'http://%s' % format_host_port(probe_host(p['address']), p['client_port'])
+    result = dict(changed=False, endpoint=own, endpoints=endpoints, ready_seconds=None, argv=[])
+    argv = []
+    if p['state'] != 'stopped':
+        argv = _etcd.build_etcd_argv(p['binary'], dict(p, listen_localhost=True), members)
+        for path, what in ((p['binary'], 'binary'), (p['etcdctl'], 'etcdctl')):
+            if not module.check_mode and not _is_executable(path):
+                module.fail_json(msg='%s not found at %s (%s). Install etcd (role ascend.kvpool.kvpool_etcd with '
+                                     'kvpool_etcd_install_method=package does: Debian/Ubuntu etcd-server and '
+                                     'etcd-client) or set %s to its path.' % (what, path, what, what), **result)
+    result['argv'] = argv
+    try:
+        spec = ServiceSpec(UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
+                           argv or ['/bin/true'], env=_validate.environment(p['env'], 'env'),
+                           owner='ascend.kvpool.etcd_member', stop_timeout=p['stop_timeout'],
+                           start_limit_burst=p['restart_limit_burst'],
+                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['client_port'])
+    except ServiceError as exc:
+        module.fail_json(msg=str(exc), **result)
+    seen = {'problem': ''}
+
+    def own_health():
+        status, body = http_status(own + '/health', timeout=1.0)
+        if status != 200 or '"true"' not in (body or ''):
+            seen['problem'] = 'GET %s/health answered %s %s (no quorum yet?)' % (own, status or 'nothing',
+                                                                                (body or '').strip()[:120])
+            return False
+        return True
+
+    def cluster_ok():
+        answers = []
+        for args in (('endpoint', 'health'), ('member', 'list'), ('endpoint', 'status')):
+            rc, out, err = _etcdctl(module, p, endpoints if args != ('member', 'list') else [endpoints[0]], *args)
+            answers.append((rc, out, err))
+        try:
+            health = _etcd.parse_endpoint_health(answers[0][1])
+            listed = _etcd.parse_member_list(answers[1][1])
+            status = _etcd.parse_endpoint_status(answers[2][1]) if answers[2][0] == 0 else []
+        except ValueError as exc:
+            seen['problem'] = 'etcdctl: %s %s' % (exc, ' '.join(a[2].strip() for a in answers)[:300])
+            return False
+        result['cluster'] = listed
+        result['leader'] = _etcd.leader_name(listed, status)
+        seen['problem'] = _etcd.cluster_problem(members, health, listed, status, tls)
+        return not seen['problem']
+
+    def gate():
+        return [('GET %s/health -> {"health":"true"}' % own, own_health),
+                ('etcdctl: every member healthy, listed, one leader', cluster_ok)]
+
+    def explain(log):
+        if 'ETCD_UNSUPPORTED_ARCH' in (log or ''):
+            seen['problem'] = ('etcd 3.4 refuses this architecture: set env ETCD_UNSUPPORTED_ARCH=arm64 '
+                               '(kvpool_etcd_environment) or use etcd 3.5 or later')
+        lines = [x for x in (log or '').splitlines() if '"level":"fatal"' in x or '"level":"error"' in x
+                 or ' C | ' in x or ' E | ' in x]
+        return '; '.join([x for x in (seen['problem'], lines[-1].strip()[:300] if lines else '') if x])
+
+    engine = Engine(module, backend_for(module, None))
+    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
+                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain,
+                  what='etcd member %s' % p['name'],
+                  port_taken=lambda: tcp_open(probe_host(p['address']), p['client_port'], timeout=0.5))
+
+
+def _is_executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+if __name__ == '__main__':
+    main()
