@@ -49,6 +49,21 @@ def etcd_endpoints(members):
     return [format_host_port(m['address'], m['client_port']) for m in list(members or [])]
 
 
+def master_ha_peers(hosts, hostvars, me, port=50088, metrics_port=9003):
+    """``[{name, rpc, health}]`` of the HA masters of ``hosts`` other than ``me``, each where it listens: its
+    ``mooncake_master_rpc_address`` (else ``ansible_host``, else the name) and ``mooncake_master_metrics_address``
+    (else the RPC address), with the given ports."""
+    out = []
+    for host in list(hosts or []):
+        if host == me:
+            continue
+        rpc = str(_var(hostvars, host, 'mooncake_master_rpc_address', _var(hostvars, host, 'ansible_host', host)))
+        metrics = str(_var(hostvars, host, 'mooncake_master_metrics_address', rpc))
+        out.append({'name': str(host), 'rpc': format_host_port(rpc, int(port)),
+                    'health': 'http://%s/health' % format_host_port(metrics, int(metrics_port))})
+    return out
+
+
 class FilterModule(object):
     """ascend.kvpool etcd filters."""
 
@@ -57,4 +72,5 @@ class FilterModule(object):
             'etcd_members': etcd_members,
             'etcd_members_problem': etcd_members_problem,
             'etcd_endpoints': etcd_endpoints,
+            'master_ha_peers': master_ha_peers,
         }

@@ -283,3 +283,68 @@ def config_text(document):
     newline; the same bytes as the role's earlier ``to_nice_json(indent=4, sort_keys=false)`` template, so that a
     node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold."""
     return json.dumps(document, indent=4, separators=(',', ': ')) + '\n'
+
+
+HA_STATES_READY = ('serving', 'standby')
+
+
+def parse_ha_health(body):
+    """The HA fields of a master's ``/health`` JSON (Mooncake 0.3.12 and later, 200 in every state):
+    ``{role, ha_state, service_ready, leader_address}``; None when the body is not that JSON."""
+    try:
+        data = json.loads(body or '')
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or 'ha_state' not in data:
+        return None
+    return {'role': str(data.get('role') or ''), 'ha_state': str(data.get('ha_state') or ''),
+            'service_ready': data.get('service_ready') is True,
+            'leader_address': str(data.get('leader_address') or '')}
+
+
+def ha_judgement(masters):
+    """Judge an HA master group from what each master showed: ``masters`` are dicts with ``name``, ``rpc``
+    (host:port), ``serving`` (its RPC port accepts connections) and ``view`` (:func:`parse_ha_health`, or None when its
+    admin server did not answer). Returns ``{leader, leader_name, standbys, problem}``; ``problem`` is '' when exactly
+    one master serves RPC and every master that answers is serving or standby and names it as leader."""
+    serving = [m for m in masters if m.get('serving')]
+    out = {'leader': serving[0]['rpc'] if len(serving) == 1 else '',
+           'leader_name': serving[0]['name'] if len(serving) == 1 else '',
+           'standbys': [m['name'] for m in masters if not m.get('serving')], 'problem': ''}
+    if not serving:
+        states = ', '.join('%s %s' % (m['name'], (m.get('view') or {}).get('ha_state') or 'no answer')
+                           for m in masters)
+        out['problem'] = 'no master serves RPC yet (%s)' % states
+        return out
+    if len(serving) > 1:
+        out['problem'] = 'more than one master serves RPC: %s (split brain: check that all use the same etcd ' \
+                         'endpoints and cluster_id)' % ', '.join(m['name'] for m in serving)
+        return out
+    leader = serving[0]['rpc']
+    for m in masters:
+        view = m.get('view')
+        if view is None:
+            continue
+        if m is serving[0] and (view['ha_state'] != 'serving' or not view['service_ready']):
+            out['problem'] = '%s accepts RPC connections but is %s, not serving' % (m['name'], view['ha_state']
+                                                                                   or 'in no HA state')
+            return out
+        if view['ha_state'] not in HA_STATES_READY:
+            out['problem'] = '%s is %s (%s)' % (m['name'], view['ha_state'] or 'in no HA state', view['role'])
+            return out
+        if view['leader_address'] and view['leader_address'] != leader:
+            out['problem'] = '%s names %s as leader, but %s serves RPC' % (m['name'], view['leader_address'], leader)
+            return out
+    return out
+
+
+def ha_hint(text):
+    """The fix for a master log that shows an HA build or etcd problem, else ''."""
+    text = text or ''
+    if 'Etcd is not enabled in compilation' in text or 'not enabled in compilation' in text:
+        return ('this mooncake_master was built without etcd (STORE_USE_ETCD off, the default of a source build): '
+                'use the PyPI wheel, which has it, or build with -DUSE_ETCD=ON -DSTORE_USE_ETCD=ON (needs Go)')
+    if 'ETCD_OPERATION_ERROR' in text:
+        return ('the master cannot read its leader key from etcd: are the etcd members running and healthy '
+                '(role ascend.kvpool.kvpool_etcd) and etcd_endpoints right?')
+    return ''

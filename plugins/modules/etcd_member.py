@@ -389,10 +389,13 @@ def _run(module):
         try:
             health = _etcd.parse_endpoint_health(answers[0][1])
             listed = _etcd.parse_member_list(answers[1][1])
-            status = _etcd.parse_endpoint_status(answers[2][1]) if answers[2][0] == 0 else []
         except ValueError as exc:
             seen['problem'] = 'etcdctl: %s %s' % (exc, ' '.join(a[2].strip() for a in answers)[:300])
             return False
+        try:  # with a member down etcdctl exits 1 and still prints the others' status
+            status = _etcd.parse_endpoint_status(answers[2][1])
+        except ValueError:
+            status = []
         result['cluster'] = listed
         result['leader'] = _etcd.leader_name(listed, status)
         seen['problem'] = _etcd.cluster_problem(members, health, listed, status, tls)

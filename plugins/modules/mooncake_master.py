@@ -110,6 +110,29 @@ options:
     type: list
     elements: str
     default: []
+  ha_name:
+    description: This master's name in the HA messages and in RV(ha) (the role gives its inventory name).
+    type: str
+    default: this host
+  ha_peers:
+    description:
+      - In HA mode, the other masters of the group, for the gate's election check (exactly one leader serving RPC, the
+        others standby naming it). The role C(ascend.kvpool.mooncake_master) fills it from the master group.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The peer's name in messages (its inventory name).
+        type: str
+      rpc:
+        description: C(host:port) of its RPC server.
+        type: str
+        required: true
+      health:
+        description: URL of its health endpoint.
+        type: str
+        required: true
   enable_http_metadata_server:
     description: Also serve transfer-engine metadata over HTTP (C(--enable_http_metadata_server)).
     type: bool
@@ -165,8 +188,11 @@ options:
 notes:
   - Only the master's own unit is managed. A port already taken by another process (a master started by hand)
     makes the start fail with a message saying so; that process is never signalled.
-  - In HA mode a standby master does not serve RPC until it is elected, so readiness only needs the health
-    endpoint to answer (200 or 503).
+  - 'In HA mode a standby master does not serve RPC until it is elected. Readiness is then: the health endpoint
+    answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), and every master
+    whose health endpoint answers (0.3.12 and later; a 0.3.9 standby answers nothing) is C(serving) or C(standby)
+    and names that one as its leader. A leader is elected about 5 s after the first master starts: Mooncake holds
+    the leader key with a 5 s etcd lease and serves only after one lease of warm-up.' 
 seealso:
   - module: ascend.kvpool.mooncake_store_probe
   - name: Mooncake store deployment and operations guide
@@ -281,6 +307,12 @@ ready_seconds:
   returned: always
   type: float
   sample: 0.21
+ha:
+  description: In HA mode, the election as the gate last saw it - C(leader) (RPC address of the master serving),
+    C(leader_name), C(standbys) (names), C(problem) ('' when the gate passed).
+  returned: when polled in HA mode
+  type: dict
+  sample: {leader: "172.31.250.11:50088", leader_name: node1, standbys: [node2], problem: ""}
 health_body:
   description: Body of the last health answer.
   returned: when polled
@@ -327,15 +359,32 @@ def port_hint(port):
         _preflight.parse_reserved_ports(_read(_preflight.RESERVED_PORTS_PATH)))
 
 
-def explainer(port):
-    """The ``explain`` of a failed start: the last error line of the log, the hint for an unknown flag, and who
-    holds the RPC port (None: HA masters are not checked for it)."""
+def explainer(port, seen=None):
+    """The ``explain`` of a failed start: what the HA gate saw, the last error line of the log, the hint for an
+    unknown flag or an HA build problem, and who holds the RPC port (None: HA masters are not checked for it)."""
     def explain(log):
         errors = _mooncake.log_errors(log)
-        hint = _mooncake.unknown_flag_hint(log)
+        hint = _mooncake.unknown_flag_hint(log) or _mooncake.ha_hint(log)
         held = port_hint(port) if port else ''
-        return '; '.join(([errors[-1]] if errors else []) + ([hint] if hint else []) + ([held] if held else []))
+        problem = (seen or {}).get('problem') or ''
+        return '; '.join(([problem] if problem else []) + ([errors[-1]] if errors else []) + ([hint] if hint else [])
+                         + ([held] if held else []))
     return explain
+
+
+def ha_peers(p):
+    """The other HA masters from ``ha_peers``: ``[{name, rpc, health}]``."""
+    out = []
+    for i, peer in enumerate(p['ha_peers']):
+        rpc = str(peer.get('rpc') or '')
+        try:
+            if _mooncake.parse_master_address(rpc) is None:
+                raise ValueError('not host:port')
+        except ValueError as exc:
+            raise KvpoolError('ha_peers[%d].rpc=%r: give the master\'s RPC address as host:port (%s)' % (i, rpc, exc))
+        out.append(dict(name=str(peer.get('name') or rpc), rpc=rpc,
+                        health=_validate.http_url(str(peer.get('health') or ''), 'ha_peers[%d].health' % i)))
+    return out
 
 
 def check_params(module):
@@ -382,6 +431,12 @@ def main():
             enable_ha=dict(type='bool', default=False),
             etcd_endpoints=dict(type='list', elements='str', default=[]),
             enable_http_metadata_server=dict(type='bool', default=False),
+            ha_name=dict(type='str', default='this host'),
+            ha_peers=dict(type='list', elements='dict', default=[], options=dict(
+                name=dict(type='str'),
+                rpc=dict(type='str', required=True),
+                health=dict(type='str', required=True),
+            )),
             extra_args=dict(type='list', elements='str', default=[]),
             env=dict(type='dict', default={}),
             binary=dict(type='str', default='mooncake_master'),
@@ -442,6 +497,22 @@ def _run(module):
     legacy = Legacy(os.path.join(state_dir, LEGACY_SETTINGS), os.path.join(state_dir, LEGACY_PID))
     last_health = {'body': None}
 
+    peers = ha_peers(p) if p['enable_ha'] else []
+
+    def ha_elected():
+        """HA: exactly one master of the group serves RPC (standbys bind no RPC port, in every release), and every
+        master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader."""
+        masters = [dict(rpc=endpoints['rpc'], health=endpoints['health'], name=p['ha_name'])] + peers
+        for m in masters:
+            host_, port_ = _mooncake.parse_master_address(m['rpc'])
+            m['serving'] = tcp_open(host_, port_, timeout=0.5)
+            status, body = http_status(m['health'], timeout=1.0)
+            m['view'] = _mooncake.parse_ha_health(body) if status == 200 else None
+        view = _mooncake.ha_judgement(masters)
+        result['ha'] = view
+        last_health['problem'] = view['problem']
+        return not view['problem']
+
     def gate():
         checks = []
         if not p['enable_ha']:
@@ -453,12 +524,14 @@ def _run(module):
             result['health_body'] = body
             return status == 200 or (p['enable_ha'] and status == 503)
         checks.append(('GET %s -> 200' % endpoints['health'], health))
+        if p['enable_ha']:
+            checks.append(('one leader serving RPC, the other masters standby', ha_elected))
         return checks
 
     engine = Engine(module, backend_for(module, p['container']))
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'],
-                  explain=explainer(None if p['enable_ha'] else p['port']), legacy=legacy,
+                  explain=explainer(None if p['enable_ha'] else p['port'], last_health), legacy=legacy,
                   what='mooncake_master',
                   port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
                   step=p['container_step'])

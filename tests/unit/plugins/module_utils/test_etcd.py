@@ -1,0 +1,174 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""etcd members of the HA masters: the command line, the etcdctl answers (recorded from the real etcd 3.4.23,
+fixtures/etcd/), the cluster verdict, and the HA election judgement over the real mooncake_master 0.3.13.post1
+/health answers; Hypothesis for the parsers."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import json
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _etcd, _mooncake
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'etcd')
+MEMBERS = [dict(name='node%d' % i, address='172.31.250.1%d' % i, peer_port=2380, client_port=2379) for i in (1, 2, 3)]
+PARAMS = dict(name='node1', address='172.31.250.11', client_port=2379, peer_port=2380, metrics_port=0,
+              data_dir='/var/lib/ascend-kvpool/etcd', cluster_token='kvpool-etcd', initial_cluster_state='new',
+              heartbeat_interval=100, election_timeout=1000, auto_compaction_retention='1', extra_args=[])
+
+
+def fixture(name):
+    with io.open(os.path.join(FIXTURES, name), encoding='utf-8') as handle:
+        return handle.read()
+
+
+def test_argv_is_a_static_bootstrap_bound_to_the_node():
+    argv = _etcd.build_etcd_argv('/usr/bin/etcd', PARAMS, MEMBERS)
+    assert argv[0] == '/usr/bin/etcd'
+    assert '--listen-peer-urls=http://172.31.250.11:2380' in argv
+    assert '--listen-client-urls=http://172.31.250.11:2379,http://127.0.0.1:2379' in argv
+    assert '--advertise-client-urls=http://172.31.250.11:2379' in argv
+    assert ('--initial-cluster=node1=http://172.31.250.11:2380,node2=http://172.31.250.12:2380,'
+            'node3=http://172.31.250.13:2380') in argv
+    assert '--initial-cluster-state=new' in argv
+    assert not [a for a in argv if a.startswith('--listen-metrics-urls')]
+
+
+def test_argv_peer_tls_ipv6_metrics_and_existing():
+    members = [dict(name='a', address='fd00::1', peer_port=2380, client_port=2379)]
+    p = dict(PARAMS, name='a', address='fd00::1', metrics_port=2381, initial_cluster_state='existing',
+             peer_cert_file='/c.pem', peer_key_file='/k.pem', peer_trusted_ca_file='/ca.pem')
+    argv = _etcd.build_etcd_argv('etcd', p, members)
+    assert '--initial-cluster=a=https://[fd00::1]:2380' in argv
+    assert '--listen-metrics-urls=http://[fd00::1]:2381' in argv
+    assert '--peer-client-cert-auth=true' in argv and '--initial-cluster-state=existing' in argv
+
+
+@pytest.mark.parametrize('members, words', [
+    ([], 'no etcd members'),
+    (MEMBERS[:1] + [dict(MEMBERS[1], name='node1')], 'not unique: node1'),
+    (MEMBERS[:1] + [dict(MEMBERS[1], address='172.31.250.11')], 'share the peer address'),
+    ([dict(MEMBERS[0], name='bad name')], "name 'bad name'"),
+    ([dict(MEMBERS[0], address=' ')], 'has no address'),
+])
+def test_members_problem_names_the_fix(members, words):
+    assert words in _etcd.members_problem(members)
+    assert _etcd.members_problem(MEMBERS) == ''
+
+
+def test_managed_flags_refused():
+    assert _etcd.managed_flag_in(['--initial-cluster=x']) == ('--initial-cluster=x', '--initial-cluster')
+    assert _etcd.managed_flag_in(['--cert-file', '/x']) == ('--cert-file', '--cert-file')
+    assert _etcd.managed_flag_in(['--snapshot-count=5000']) is None
+
+
+def test_recorded_healthy_cluster_passes():
+    health = _etcd.parse_endpoint_health(fixture('endpoint_health_3.json'))
+    listed = _etcd.parse_member_list(fixture('member_list_3.json'))
+    status = _etcd.parse_endpoint_status(fixture('endpoint_status_3.json'))
+    assert all(h['health'] for h in health) and len(health) == 3
+    assert sorted(m['name'] for m in listed) == ['n1', 'n2', 'n3']
+    members = [dict(m, name='n%d' % (i + 1)) for i, m in enumerate(MEMBERS)]
+    assert _etcd.cluster_problem(members, health, listed, status) == ''
+    assert _etcd.leader_name(listed, status) == 'n2'
+
+
+def test_recorded_member_down_is_named():
+    health = _etcd.parse_endpoint_health(fixture('endpoint_health_one_down.json'))
+    status = _etcd.parse_endpoint_status(fixture('endpoint_status_one_down.json'))
+    listed = _etcd.parse_member_list(fixture('member_list_3.json'))
+    members = [dict(m, name='n%d' % (i + 1)) for i, m in enumerate(MEMBERS)]
+    problem = _etcd.cluster_problem(members, health, listed, status)
+    assert 'not healthy: 172.31.250.13:2379 (context deadline exceeded)' in problem
+    assert len(status) == 2
+
+
+def test_member_list_against_the_group():
+    listed = _etcd.parse_member_list(fixture('member_list_3.json'))
+    health = _etcd.parse_endpoint_health(fixture('endpoint_health_3.json'))
+    members = [dict(m, name='n%d' % (i + 1)) for i, m in enumerate(MEMBERS)][:2]
+    assert 'in the member list but not in the etcd group: n3' in _etcd.cluster_problem(members, health, listed, [])
+    members = [dict(m, name='n%d' % (i + 1)) for i, m in enumerate(MEMBERS)] + [
+        dict(name='n4', address='172.31.250.14', peer_port=2380, client_port=2379)]
+    assert 'not in the member list: n4' in _etcd.cluster_problem(members, health, listed, [])
+    members = [dict(m, name='n%d' % (i + 1), peer_port=2390) for i, m in enumerate(MEMBERS)]
+    assert 'peer URL differs: n1 has http://172.31.250.11:2380' in _etcd.cluster_problem(members, health, listed, [])
+
+
+@given(st.text(max_size=200))
+def test_parsers_raise_only_value_error(text):
+    for parse in (_etcd.parse_endpoint_health, _etcd.parse_member_list, _etcd.parse_endpoint_status):
+        try:
+            parse(text)
+        except ValueError:
+            pass
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+                    max_leaves=10))
+def test_parsers_on_any_json(value):
+    text = json.dumps(value)
+    for parse in (_etcd.parse_endpoint_health, _etcd.parse_member_list, _etcd.parse_endpoint_status):
+        try:
+            parse(text)
+        except ValueError:
+            pass
+
+
+def _master(name, rpc, serving, body):
+    return dict(name=name, rpc=rpc, serving=serving, view=_mooncake.parse_ha_health(body) if body else None)
+
+
+def test_ha_one_leader_one_standby_recorded():
+    leader = _master('node1', '172.31.250.11:50088', True, fixture('master_health_serving.json'))
+    standby = _master('node2', '172.31.250.12:50088', False, fixture('master_health_standby.json'))
+    view = _mooncake.ha_judgement([leader, standby])
+    assert view == dict(leader='172.31.250.11:50088', leader_name='node1', standbys=['node2'], problem='')
+
+
+def test_ha_warmup_and_no_leader_wait():
+    warm = _master('node1', '172.31.250.11:50088', False, fixture('master_health_warmup.json'))
+    standby = _master('node2', '172.31.250.12:50088', False, fixture('master_health_standby.json'))
+    assert 'no master serves RPC yet (node1 leader_warmup, node2 standby)' in \
+        _mooncake.ha_judgement([warm, standby])['problem']
+
+
+def test_ha_split_brain_and_disagreement_named():
+    a = _master('node1', '172.31.250.11:50088', True, fixture('master_health_serving.json'))
+    b = _master('node2', '172.31.250.12:50088', True, None)
+    assert 'more than one master serves RPC: node1, node2' in _mooncake.ha_judgement([a, b])['problem']
+    c = _master('node2', '172.31.250.12:50088', True, fixture('master_health_standby.json'))
+    d = _master('node1', '172.31.250.11:50088', False, None)
+    assert 'node2 accepts RPC connections but is standby, not serving' in _mooncake.ha_judgement([d, c])['problem']
+    e = _master('node2', '172.31.250.12:50088', True, fixture('master_health_serving.json'))
+    assert 'node2 names 172.31.250.11:50088 as leader, but 172.31.250.12:50088 serves RPC' in \
+        _mooncake.ha_judgement([d, e])['problem']
+
+
+def test_ha_old_release_without_admin_server():
+    """A 0.3.9 standby answers nothing on its HTTP port: only the RPC ports decide."""
+    view = _mooncake.ha_judgement([_master('a', '10.0.0.1:50088', True, None), _master('b', '10.0.0.2:50088', False,
+                                                                                         None)])
+    assert view['problem'] == '' and view['leader_name'] == 'a'
+
+
+@given(st.text(max_size=300))
+def test_parse_ha_health_never_raises(text):
+    out = _mooncake.parse_ha_health(text)
+    assert out is None or set(out) == {'role', 'ha_state', 'service_ready', 'leader_address'}
+
+
+def test_ha_hints():
+    assert 'STORE_USE_ETCD' in _mooncake.ha_hint('F1204 Etcd is not enabled in compilation')
+    assert 'etcd members' in _mooncake.ha_hint('Failed to read current leader view: ETCD_OPERATION_ERROR')
+    assert _mooncake.ha_hint('all fine') == ''
