@@ -18,6 +18,7 @@ functions; no I/O, Python 3.8).
 
 from __future__ import absolute_import, division, print_function
 
+import base64
 import json
 import re
 
@@ -204,3 +205,51 @@ def leader_name(listed, status):
         if m['id'] in ids:
             return m['name']
     return ''
+
+
+# Mooncake's leader key (mooncake-store include/master_config.h): the leader writes its RPC address there under an
+# etcd lease; clients read it to find the master. The cluster id is the master's --cluster_id (the collection leaves
+# Mooncake's default).
+DEFAULT_CLUSTER_ID = 'mooncake_cluster'
+
+
+def master_view_key(cluster_id=DEFAULT_CLUSTER_ID):
+    return 'mooncake-store/%s/master_view' % cluster_id
+
+
+def range_request(key):
+    """The body of etcd's HTTP gateway ``POST /v3/kv/range`` for one key (keys and values are base64 there)."""
+    return {'key': base64.b64encode(key.encode('utf-8')).decode('ascii')}
+
+
+def parse_range_value(text):
+    """The value of the first key of a ``/v3/kv/range`` answer, '' when there is none; ValueError when the answer
+    is not one."""
+    data = _load(text, 'kv range')
+    if not isinstance(data, dict) or 'header' not in data:
+        raise ValueError('kv range: not an etcd answer: %r' % (text or '')[:200])
+    kvs = data.get('kvs') or []
+    if not kvs:
+        return ''
+    try:
+        return base64.b64decode(kvs[0].get('value') or '').decode('utf-8', 'replace')
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError('kv range: value is not base64: %s' % exc)
+
+
+def split_etcd_address(address):
+    """``['h1:2379', ...]`` of a Mooncake ``etcd://h1:2379;h2:2379`` address (``,`` also separates)."""
+    text = str(address or '')
+    if not text.startswith('etcd://'):
+        raise ValueError('%r is not an etcd:// address' % text)
+    return [e.strip() for e in text[len('etcd://'):].replace(',', ';').split(';') if e.strip()]
+
+
+def quorum_problem(endpoints, healthy):
+    """'' when ``healthy`` (the endpoints that answered /health true) is a majority of ``endpoints``, else what is
+    wrong, naming the endpoints that did not answer."""
+    down = [e for e in endpoints if e not in healthy]
+    if len(healthy) >= quorum(len(endpoints)):
+        return ''
+    return ('only %d of the %d etcd members answer /health as healthy (a majority, %d, is needed); not healthy from '
+            'this node: %s' % (len(healthy), len(endpoints), quorum(len(endpoints)), ', '.join(down)))

@@ -57,8 +57,10 @@ options:
   master:
     description:
       - C(host:port) (C([v6]:port) for IPv6) of the Mooncake master's RPC port to connect to before writing, as in
-        the document's C(master_server_address). Not checked when empty (HA masters behind etcd are not a
-        C(host:port)).
+        the document's C(master_server_address). Not checked when empty.
+      - For HA masters the C(etcd://e1:2379;e2:2379;...) address - a majority of the etcd members must answer
+        C(/health) from the node, the leader key C(mooncake-store/mooncake_cluster/master_view) must name a master,
+        and that master must accept the connection.
     type: str
     default: ''
   connect_timeout:
@@ -121,10 +123,10 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import config_text
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import split_target, try_connect
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import read_bytes, write_file
 
 
@@ -139,19 +141,60 @@ def _mode(module, name):
     return value
 
 
+def reach_ha_master(address, timeout):
+    """HA masters (``etcd://e1;e2;...``): a majority of the etcd members answers ``/health`` from this node, the
+    leader key names a master, and that master accepts a TCP connection; KvpoolError naming what failed and the
+    fix."""
+    try:
+        endpoints = _etcd.split_etcd_address(address)
+    except ValueError as exc:
+        raise KvpoolError('master is %r: %s' % (address, exc)) from exc
+    if not endpoints:
+        raise KvpoolError('master is %r, which lists no etcd endpoint: give etcd://host:2379;host:2379' % address)
+    healthy = [e for e in endpoints if '"true"' in (http_status('http://%s/health' % e, timeout=timeout)[1] or '')]
+    problem = _etcd.quorum_problem(endpoints, healthy)
+    if problem:
+        raise KvpoolError('%s, so mooncake.json was not written. Fix: start the etcd members (role '
+                          'ascend.kvpool.kvpool_etcd, site.yml --tags etcd) and check that this node reaches their '
+                          'client port' % problem)
+    key = _etcd.master_view_key()
+    status, body = http_status('http://%s/v3/kv/range' % healthy[0], timeout=timeout,
+                               data=_etcd.range_request(key))
+    try:
+        leader = _etcd.parse_range_value(body) if status == 200 else None
+    except ValueError:
+        leader = None
+    if leader is None:
+        raise KvpoolError('etcd at %s did not answer the read of %s (HTTP %s), so mooncake.json was not written'
+                          % (healthy[0], key, status or 'no answer'))
+    if not leader:
+        raise KvpoolError('no Mooncake master is leader in etcd (%s is empty), so mooncake.json was not written. '
+                          'Fix: start the masters in HA mode (role ascend.kvpool.mooncake_master with '
+                          'mooncake_master_enable_ha) against the same etcd endpoints' % key)
+    result = try_connect(leader, timeout)
+    if not result['ok']:
+        raise KvpoolError('etcd names %s as the leading Mooncake master, but this node cannot reach it: %s (within '
+                          '%.1f s), so mooncake.json was not written. Fix: check that the master listens on an '
+                          'address this node reaches (mooncake_master_rpc_address) and that no firewall blocks the '
+                          'port' % (leader, result['error'], timeout))
+    return dict(result, leader=leader, etcd_healthy=healthy)
+
+
 def reach_master(target, timeout):
-    """The connection to the master's ``host:port`` (``{}`` without a target); KvpoolError naming the fix when it is
-    malformed or refused."""
+    """The connection to the master's ``host:port`` (``{}`` without a target), or for HA masters to the leader etcd
+    names; KvpoolError naming the fix when it is malformed or refused."""
     if not target:
         return {}
+    if not 0 < timeout <= 60:
+        raise KvpoolError('connect_timeout is %s: give a number of seconds above 0 and at most 60' % timeout)
+    if str(target).startswith('etcd://'):
+        return reach_ha_master(target, timeout)
     try:
         host, port = split_target(target)
     except ValueError as exc:
         raise KvpoolError('master is %r, which is not host:port: give the master\'s RPC address as in '
                           'master_server_address, for example 90.90.100.188:50088 ([v6]:port for IPv6)'
                           % target) from exc
-    if not 0 < timeout <= 60:
-        raise KvpoolError('connect_timeout is %s: give a number of seconds above 0 and at most 60' % timeout)
     result = try_connect(target, timeout)
     if not result['ok']:
         raise KvpoolError('cannot reach the Mooncake master at %s: %s (within %.1f s), so mooncake.json was not '

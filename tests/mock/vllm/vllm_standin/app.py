@@ -236,7 +236,7 @@ def run(args, argv):
                 lookup = checks.LookupSocket(checks.lookup_ipc_path(extra))
             model_name_for_keys = model.rstrip("/").split("/")[-1]
             engine = Engine(args, model_name_for_keys, metrics, pool=pool,
-                            kv_role=(kv or {}).get("kv_role", "kv_both"), extra=extra)
+                            kv_role=(kv or {}).get("kv_role", "kv_both"), extra=extra, kv_config=kv)
         except Exception as exc:  # noqa: BLE001 - every start failure ends the process the same way
             return _fail_engine(exc)
         metrics.cache_usage = engine.device.usage

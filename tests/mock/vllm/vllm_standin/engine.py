@@ -184,12 +184,17 @@ class Sim:
         }
 
 
+class KvLoadFailed(Exception):
+    """SIMULATED: a pool load failed under kv_load_failure_policy=fail (vLLM fails the request instead of recomputing
+    its blocks; the stand-in answers 500)."""
+
+
 class Aborted(Exception):
     pass
 
 
 class Engine:
-    def __init__(self, args, model_name_for_keys, metrics, pool=None, kv_role="kv_both", extra=None):
+    def __init__(self, args, model_name_for_keys, metrics, pool=None, kv_role="kv_both", extra=None, kv_config=None):
         self.block_size = args.block_size
         self.prefix_caching = args.enable_prefix_caching is not False
         self.max_batched = args.max_num_batched_tokens
@@ -204,6 +209,9 @@ class Engine:
         self.metrics = metrics
         self.pool = pool
         extra = extra or {}
+        # SIMULATED: vLLM's default is fail; the stand-in recomputes unless fail is asked for explicitly (the drills of
+        # the other scenarios kill the master under load and expect the recompute; tests/mock/vllm/README.md).
+        self.load_failure_policy = str((kv_config or {}).get("kv_load_failure_policy") or "recompute")
         self.pool_put = pool is not None and (kv_role in ("kv_producer", "kv_both") or
                                               bool(extra.get("consumer_is_to_put", False)))
         self.key_prefix = [
@@ -348,6 +356,8 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - recompute, as kv_load_failure_policy=recompute would
             log.error("mooncake_backend.py", "Failed to get key %s, error:%s" % (keys[:3], exc))
             self.metrics.inc("pool_load_failures", 1)
+            if self.load_failure_policy == "fail":
+                raise KvLoadFailed("[sim] KV load from the pool failed and kv_load_failure_policy is fail: %s" % exc)
             return 0
         self.metrics.add("pool_get_seconds", time.monotonic() - start)
         good = 0

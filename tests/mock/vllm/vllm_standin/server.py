@@ -17,7 +17,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import emulated_version, log, reported_version, version_tuple
-from .engine import Aborted
+from .engine import Aborted, KvLoadFailed
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
            500: "Internal Server Error"}
@@ -173,6 +173,8 @@ class Handler(BaseHTTPRequestHandler):
             handler()
         except ApiError as err:
             self._error(err)
+        except KvLoadFailed as exc:
+            self._error(ApiError(500, str(exc), kind="InternalServerError"))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -328,7 +330,7 @@ class Handler(BaseHTTPRequestHandler):
             send(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, Aborted):
+        except (BrokenPipeError, ConnectionResetError, Aborted, KvLoadFailed):
             self.close_connection = True
             self.server.app.metrics.inc_success("abort")
         finally:
