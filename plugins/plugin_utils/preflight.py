@@ -446,6 +446,36 @@ def check_master(record, severity='error'):
                      % (target.rpartition(':')[0], target.rpartition(':')[2]), severity)]
 
 
+def check_etcd(record, severity='error'):
+    """HA masters: the node reaches a majority of the etcd members (TCP to their client ports)."""
+    host, master = record['host'], record.get('master') or {}
+    targets = [str(t) for t in master.get('etcd_targets') or []]
+    if not targets:
+        return []
+    connect = (record.get('facts') or {}).get('connect') or {}
+    down = ['%s (%s)' % (t, (connect.get(t) or {}).get('error') or 'no answer') for t in targets
+            if not (connect.get(t) or {}).get('ok')]
+    need = len(targets) // 2 + 1
+    if len(targets) - len(down) >= need:
+        return []
+    later = '' if severity == 'error' else ' (before the etcd phase: checked again when mooncake.json is written)'
+    return [_finding(host, 'master', 'reaches only %d of the %d etcd members of the HA masters (a majority, %d, is '
+                     'needed): cannot reach %s%s' % (len(targets) - len(down), len(targets), need, ', '.join(down),
+                                                     later),
+                     'Start the etcd members (site.yml --tags etcd, role ascend.kvpool.kvpool_etcd) and check that '
+                     'this node reaches their client port (kvpool_etcd_address, kvpool_etcd_client_port) through '
+                     'any firewall.', severity)]
+
+
+def etcd_running(records):
+    """Whether some node reached some etcd member: the HA cluster exists, so a missing majority is an error."""
+    for record in records:
+        connect = ((record.get('facts') or {}).get('connect') or {})
+        if any((connect.get(t) or {}).get('ok') for t in (record.get('master') or {}).get('etcd_targets') or []):
+            return True
+    return False
+
+
 def master_reached(records):
     """Whether every record's node connected to its master target (the pre-flight's ``connect`` probe): then a
     check of the master's reachability after the master phase is only needed when that phase changed the master.
@@ -511,6 +541,9 @@ def preflight_findings(records, settings=None):
         per_node.append(('master', check_master))
     elif master_running(readable):
         per_node.append(('master', lambda record: check_master(record, 'warning')))
+    # HA: a majority of the etcd members from every node; before any member runs (a first deploy) only a warning.
+    per_node.append(('master', lambda record: check_etcd(
+        record, 'error' if settings.get('master_started') or etcd_running(readable) else 'warning')))
     for record in readable:
         for name, check in per_node:
             if name in enabled:
