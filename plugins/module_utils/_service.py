@@ -1083,6 +1083,10 @@ class Engine(object):
         ``ready_timeout`` after the service's start when that was recent, else ``ready_timeout`` from now. Returns
         ``(res, started_recently)`` of a gate that did not pass, for the caller to fail or restart.
         """
+        if status['state'] == 'restarting':
+            # systemd is about to start it again (Restart=, after RestartSec): its start is now, not the start of the
+            # process that died, which may lie almost ready_timeout ago and leave the new one no time at all.
+            status = dict(status, started_mono=time.monotonic())
         started_recently = bool(status.get('started_mono')) and \
             time.monotonic() - status['started_mono'] < ready_timeout
         if not wait:

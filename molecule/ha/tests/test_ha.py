@@ -274,3 +274,18 @@ def test_quorum_lost_is_named_and_the_instances_keep_serving(deployed):
     assert t_back is not None
     again = site()
     assert again.rc == 0 and set(again.changed().values()) == {0}, again.changed_tasks()
+
+
+def test_the_drill_playbook_for_real_nodes(deployed):
+    """drill_master_failover.yml (opt-in, for real nodes): refused without kvpool_drill_confirm; with it, the leader
+    is killed, a leader serves again, the pool probe passes and the instances were not restarted."""
+    refused = lib.playbook('drill_master_failover.yml', '-i', str(HA_INVENTORY))
+    assert refused.rc != 0 and 'kvpool_drill_confirm=true' in refused.stdout
+    assert all(master_view(n)[2] for n in [leader()])  # refused before anything was killed
+    run = lib.playbook('drill_master_failover.yml', '-i', str(HA_INVENTORY), extra_vars={'kvpool_drill_confirm': True})
+    assert run.rc == 0, run.stdout[-12000:]
+    line = [x for x in run.stdout.splitlines() if 'one master serving again within' in x]
+    print('drill_master_failover.yml: %s' % (line[0].strip() if line else '?'))
+    assert 'sha256 match' in run.stdout and 'kept serving, not restarted' in run.stdout
+    assert 'RESTARTED' not in run.stdout
+    assert site().changed() == {'node1': 0, 'node2': 0, 'node3': 0}

@@ -336,3 +336,42 @@ def test_systemd_backend_enables_with_the_wants_link_and_reloads_once_per_change
     be.stop(s)
     assert not link.exists() and not link.is_symlink() and not (tmp_path / 'kvpool-vllm-a.service').exists()
     assert module.calls == ['stop kvpool-vllm-a.service', 'daemon-reload', 'reset-failed kvpool-vllm-a.service']
+
+
+class RestartingManager(FakeManager):
+    """A unit in systemd's auto-restart window whose dead process started almost ready_timeout ago (its
+    ExecMainStartTimestampMonotonic), then running again and healthy after a few polls."""
+
+    def __init__(self):
+        super().__init__()
+        self.polls = 0
+
+    def status(self, spec):
+        import time as _time
+        self.polls += 1
+        show = SHOW_AUTO_RESTART if self.polls == 1 else SHOW_RUNNING
+        status = _service.status_from_show(_service.parse_show(show))
+        if self.polls == 1:  # the dead process's start: 0.29 s ago, of a 0.3 s ready_timeout
+            status['started_mono'] = _time.monotonic() - 0.29
+        return status
+
+
+def test_engine_waits_ready_timeout_from_a_restart_not_from_the_dead_process():
+    """Drill of issue 18: a master killed and in auto-restart while the gate runs got only the rest of its dead
+    process's ready_timeout, failed its gate and was stopped. The wait now starts from the restart."""
+    mgr = RestartingManager()
+    mgr.text = _service.SystemdBackend.render(mgr, spec())[0]
+    mgr.running = True
+    module, out = fake_module()
+    engine = _service.Engine(module, mgr)
+    start = [None]
+    import time as _time
+
+    def healthy_after_a_while():
+        start[0] = start[0] or _time.monotonic()
+        return _time.monotonic() - start[0] > 0.15
+    with pytest.raises(SystemExit):
+        engine.ensure(spec(), 'started', dict(changed=False), lambda: [('healthy', healthy_after_a_while)],
+                      ready_timeout=0.3, poll_interval=0.02, what='vllm instance a')
+    assert not out.get('failed'), out.get('msg')
+    assert out['health'] == 'healthy' and 'stop' not in mgr.calls
