@@ -321,6 +321,7 @@ health_body:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
@@ -499,9 +500,25 @@ def _run(module):
 
     peers = ha_peers(p) if p['enable_ha'] else []
 
+    election = {'since': None}
+
     def ha_elected():
         """HA: exactly one master of the group serves RPC (standbys bind no RPC port, in every release), and every
-        master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader."""
+        master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
+
+        The election depends on the other masters too, so it gets ready_timeout of its own from the moment this
+        master answers: a master started by systemd shortly before (after a kill) would otherwise have only what is
+        left of the engine's wait from its start."""
+        if election['since'] is None:
+            election['since'] = time.monotonic()
+        while True:
+            if ha_view():
+                return True
+            if time.monotonic() - election['since'] >= p['ready_timeout']:
+                return False
+            time.sleep(p['poll_interval'])
+
+    def ha_view():
         masters = [dict(rpc=endpoints['rpc'], health=endpoints['health'], name=p['ha_name'])] + peers
         for m in masters:
             host_, port_ = _mooncake.parse_master_address(m['rpc'])
