@@ -121,8 +121,8 @@ def managed_flag_in(extra_args):
 def _load(text, what):
     try:
         return json.loads(text)
-    except ValueError:
-        raise ValueError('%s: not JSON: %r' % (what, (text or '')[:200]))
+    except ValueError as exc:
+        raise ValueError('%s: not JSON: %r' % (what, (text or '')[:200])) from exc
 
 
 def parse_endpoint_health(text):
@@ -190,8 +190,8 @@ def cluster_problem(members, health, listed, status, tls=False):
                         '<ID> if the host is gone)' % ', '.join(extra))
     wrong = sorted(n for n in want if n in seen and seen[n] != [want[n]])
     if wrong:
-        problems.append('peer URL differs: %s' % ', '.join('%s has %s, wanted %s' % (n, ','.join(seen[n]), want[n])
-                                                          for n in wrong))
+        pairs = ['%s has %s, wanted %s' % (n, ','.join(seen[n]), want[n]) for n in wrong]
+        problems.append('peer URL differs: %s' % ', '.join(pairs))
     leaders = sorted(set(s['leader'] for s in status if s['leader'] != '0'))
     if status and len(leaders) != 1:
         problems.append('members disagree on the leader: %s' % (', '.join(leaders) or 'none'))
@@ -234,7 +234,7 @@ def parse_range_value(text):
     try:
         return base64.b64decode(kvs[0].get('value') or '').decode('utf-8', 'replace')
     except (TypeError, ValueError, AttributeError) as exc:
-        raise ValueError('kv range: value is not base64: %s' % exc)
+        raise ValueError('kv range: value is not base64: %s' % exc) from exc
 
 
 def split_etcd_address(address):

@@ -326,8 +326,8 @@ def ha_judgement(masters):
         if view is None:
             continue
         if m is serving[0] and (view['ha_state'] != 'serving' or not view['service_ready']):
-            out['problem'] = '%s accepts RPC connections but is %s, not serving' % (m['name'], view['ha_state']
-                                                                                   or 'in no HA state')
+            out['problem'] = '%s accepts RPC connections but is %s, not serving' % (
+                m['name'], view['ha_state'] or 'in no HA state')
             return out
         if view['ha_state'] not in HA_STATES_READY:
             out['problem'] = '%s is %s (%s)' % (m['name'], view['ha_state'] or 'in no HA state', view['role'])

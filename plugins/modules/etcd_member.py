@@ -19,7 +19,7 @@ description:
   - 'A static bootstrap: every member gets the whole cluster (O(members)) and C(--initial-cluster-state new). etcd
     reads the C(--initial-*) flags only while its data directory holds no member, so the same command line serves
     the first start and every restart; a member whose node comes back rejoins with its data.'
-  - Run the task on every member at once (one play over the etcd group): a member is healthy only with a quorum,
+  - Run the task on every member at once (one play over the etcd group). A member is healthy only with a quorum,
     so the gate of the first waits for the others.
   - 'The health gate, polled every O(poll_interval) seconds for at most O(ready_timeout) seconds: the member''s
     C(GET /health) answers C({"health":"true"}), and C(etcdctl endpoint health), C(member list) and
@@ -376,8 +376,8 @@ def _run(module):
     def own_health():
         status, body = http_status(own + '/health', timeout=1.0)
         if status != 200 or '"true"' not in (body or ''):
-            seen['problem'] = 'GET %s/health answered %s %s (no quorum yet?)' % (own, status or 'nothing',
-                                                                                (body or '').strip()[:120])
+            seen['problem'] = 'GET %s/health answered %s %s (no quorum yet?)' % (
+                own, status or 'nothing', (body or '').strip()[:120])
             return False
         return True
 

@@ -192,7 +192,7 @@ notes:
     answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), and every master
     whose health endpoint answers (0.3.12 and later; a 0.3.9 standby answers nothing) is C(serving) or C(standby)
     and names that one as its leader. A leader is elected about 5 s after the first master starts: Mooncake holds
-    the leader key with a 5 s etcd lease and serves only after one lease of warm-up.' 
+    the leader key with a 5 s etcd lease and serves only after one lease of warm-up.'
 seealso:
   - module: ascend.kvpool.mooncake_store_probe
   - name: Mooncake store deployment and operations guide
@@ -382,7 +382,8 @@ def ha_peers(p):
             if _mooncake.parse_master_address(rpc) is None:
                 raise ValueError('not host:port')
         except ValueError as exc:
-            raise KvpoolError('ha_peers[%d].rpc=%r: give the master\'s RPC address as host:port (%s)' % (i, rpc, exc))
+            raise KvpoolError('ha_peers[%d].rpc=%r: give the master\'s RPC address as host:port (%s)'
+                              % (i, rpc, exc)) from exc
         out.append(dict(name=str(peer.get('name') or rpc), rpc=rpc,
                         health=_validate.http_url(str(peer.get('health') or ''), 'ha_peers[%d].health' % i)))
     return out

@@ -238,7 +238,6 @@ def test_the_leaders_node_stops_and_comes_back(deployed):
              'met' if t_serving is not None and t_serving <= GOAL_SERVING_S else 'MISSED', served, before[0],
              restarts(new)[0]))
     assert t_serving is not None and served == 200 and restarts(new) == before
-    started = time.monotonic()
     subprocess.run(['docker', 'start', CONTAINER[old]], check=True, stdout=subprocess.DEVNULL)
     t_back = wait_for(lambda: master_view(old)[0] == 'standby' and lib.models(ENDPOINT[old]) == ['qwen'], 120, 0.3)
     rc, out = lib.sh(CONTAINER['node3'], 'ETCDCTL_API=3 etcdctl --endpoints=%s endpoint health -w json' % ETCD)
@@ -255,7 +254,6 @@ def test_quorum_lost_is_named_and_the_instances_keep_serving(deployed):
     instances keep serving by computing locally; preflight.yml fails naming the members it cannot reach. With the
     members back a leader serves again and site.yml changes nothing."""
     lead = leader()
-    lost = time.monotonic()
     for node in ('node2', 'node3'):
         lib.sh(CONTAINER[node], 'systemctl stop kvpool-etcd')
     t_down = wait_for(lambda: not any(master_view(n)[2] for n in MASTERS), 30)

@@ -357,7 +357,8 @@ class Engine:
             log.error("mooncake_backend.py", "Failed to get key %s, error:%s" % (keys[:3], exc))
             self.metrics.inc("pool_load_failures", 1)
             if self.load_failure_policy == "fail":
-                raise KvLoadFailed("[sim] KV load from the pool failed and kv_load_failure_policy is fail: %s" % exc)
+                raise KvLoadFailed("[sim] KV load from the pool failed and kv_load_failure_policy is fail: %s"
+                                   % exc) from exc
             return 0
         self.metrics.add("pool_get_seconds", time.monotonic() - start)
         good = 0

@@ -157,8 +157,8 @@ def test_ha_split_brain_and_disagreement_named():
 
 def test_ha_old_release_without_admin_server():
     """A 0.3.9 standby answers nothing on its HTTP port: only the RPC ports decide."""
-    view = _mooncake.ha_judgement([_master('a', '10.0.0.1:50088', True, None), _master('b', '10.0.0.2:50088', False,
-                                                                                         None)])
+    masters = [_master('a', '10.0.0.1:50088', True, None), _master('b', '10.0.0.2:50088', False, None)]
+    view = _mooncake.ha_judgement(masters)
     assert view['problem'] == '' and view['leader_name'] == 'a'
 
 
