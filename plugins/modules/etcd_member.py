@@ -316,7 +316,7 @@ def main():
                 client_port=dict(type='int', default=2379),
             )),
             data_dir=dict(type='path', default='/var/lib/ascend-kvpool/etcd'),
-            cluster_token=dict(type='str', default='kvpool-etcd'),
+            cluster_token=dict(type='str', default='kvpool-etcd', no_log=False),  # a name, not a secret
             initial_cluster_state=dict(type='str', choices=['new', 'existing'], default='new'),
             heartbeat_interval=dict(type='int', default=100),
             election_timeout=dict(type='int', default=1000),
