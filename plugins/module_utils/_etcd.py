@@ -253,3 +253,91 @@ def quorum_problem(endpoints, healthy):
         return ''
     return ('only %d of the %d etcd members answer /health as healthy (a majority, %d, is needed); not healthy from '
             'this node: %s' % (len(healthy), len(endpoints), quorum(len(endpoints)), ', '.join(down)))
+
+
+# --- joining a running cluster ---------------------------------------------------------------------------------
+# etcd reads --initial-cluster and --initial-cluster-state only while its data directory holds no member
+# (``<data_dir>/member``). A member that has one keeps the values of its installed unit, so a group that grows or
+# shrinks restarts no running member for flags etcd would not read. A member without one either bootstraps with the
+# group (``new``: nothing of the others answers, a first deploy) or joins the cluster the others already run
+# (``existing``, after ``etcdctl member add`` when it is not listed yet).
+INITIAL_FLAGS = ('--initial-cluster', '--initial-cluster-state')
+
+
+def installed_initial_flags(unit_text):
+    """``{'--initial-cluster': v, '--initial-cluster-state': v}`` of an installed unit's ExecStart ({} when absent)."""
+    out = {}
+    logical, lines = [], []
+    for line in (unit_text or '').splitlines():  # systemd joins lines that end with a backslash
+        lines.append(line[:-1] if line.endswith('\\') else line)
+        if not line.endswith('\\'):
+            logical.append(' '.join(lines))
+            lines = []
+    for line in logical + ([' '.join(lines)] if lines else []):
+        if not line.startswith('ExecStart='):
+            continue
+        for word in line[len('ExecStart='):].split():
+            word = word.strip('"\'')
+            flag, sep, value = word.partition('=')
+            if sep and flag in INITIAL_FLAGS and value:
+                out[flag] = value
+    return out if len(out) == len(INITIAL_FLAGS) else {}
+
+
+def with_initial_flags(argv, flags):
+    """``argv`` with its ``--initial-cluster*`` values replaced by ``flags`` (those etcd no longer reads)."""
+    out = []
+    for arg in argv:
+        flag = arg.split('=', 1)[0]
+        out.append('%s=%s' % (flag, flags[flag]) if flag in flags else arg)
+    return out
+
+
+def join_decision(name, own_peer, listed):
+    """What a member whose data directory holds no member does, from the member list the OTHER members answered
+    (``None`` when none of them answered: no etcd runs there yet). etcd serves ``member list`` from a member's own
+    view, without a quorum: during a static bootstrap every member of ``--initial-cluster`` is listed with its name
+    and no client URLs until it has started; a member added at run time has no name until it starts.
+
+    Returns ``(action, member_id)``:
+    - ``new``: bootstrap with the group (a first deploy, or a member of one that starts late);
+    - ``existing``: listed, added at run time and not started: start it with ``existing``;
+    - ``add``: not listed: ``etcdctl member add`` first, then ``existing``;
+    - ``lost``: listed as a started member of this name: its data was lost, and the cluster refuses it until that
+      member is removed (``etcdctl member remove <id>``);
+    - ``taken``: its peer URL belongs to a started member of another name;
+    - ``renamed``: a started member of this name has another peer URL (``etcdctl member update``)."""
+    if listed is None:
+        return 'new', ''
+    for m in listed:
+        if own_peer in m['peer_urls']:
+            if m['client_urls']:
+                return ('lost' if m['name'] == name else 'taken'), m['id']
+            return ('new' if m['name'] else 'existing'), m['id']
+    for m in listed:
+        if m['name'] == name:
+            return 'renamed', m['id']
+    return 'add', ''
+
+
+def joined_initial_cluster(listed, members, name, own_peer):
+    """``--initial-cluster`` of a member joining a running cluster: every listed member (an unstarted one named after
+    the group's member with its peer URL) and this one."""
+    by_peer = dict((peer_url(m['address'], m['peer_port'], own_peer.startswith('https')), m['name']) for m in members)
+    pairs = []
+    for m in listed:
+        for url in m['peer_urls']:
+            who = m['name'] or (name if url == own_peer else by_peer.get(url, ''))
+            if who:
+                pairs.append('%s=%s' % (who, url))
+    if not any(p.endswith('=' + own_peer) for p in pairs):
+        pairs.append('%s=%s' % (name, own_peer))
+    return ','.join(pairs)
+
+
+def parse_member_add(text):
+    """``etcdctl member add ... -w json`` -> the member list after the add (as ``parse_member_list``)."""
+    data = _load(text, 'member add')
+    if not isinstance(data, dict) or not isinstance(data.get('members'), list):
+        raise ValueError('member add: expected an object with members, got %r' % (text or '')[:200])
+    return parse_member_list(json.dumps({'members': data['members']}))

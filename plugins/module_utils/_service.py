@@ -882,12 +882,17 @@ class Engine(object):
 
     # -- the lifecycle ------------------------------------------------------------------------------------------
     def ensure(self, spec, state, result, gate, wait=True, ready_timeout=60.0, poll_interval=0.2, log_lines=40,
-               explain=None, legacy=None, what='service', port_taken=None, step=None):
+               explain=None, legacy=None, what='service', port_taken=None, step=None, peer_gate=None):
         """Bring ``spec`` to ``state``; exits the module (exit_json / fail_json) with ``result`` filled in.
 
         ``gate()`` returns the named health checks (list of (name, callable)); ``explain(log_text)`` the short
         error a failed start adds to its message. ``wait=False`` returns right after a (re)start, or after one
         poll of a running service.
+
+        ``peer_gate()`` returns the checks of the cluster the service belongs to (an etcd member's peers, the HA
+        masters' election), polled once its own gate passed, for ``ready_timeout`` of their own. Their failure fails
+        the task naming them, but never restarts or stops this service: a member restarted because another one is
+        down would cost the cluster its quorum.
 
         A service container is done in two steps around the action plugin's ``docker_container`` call: ``step``
         ``render`` (the definition, the old layout's conversion) and ``gate`` (the health gate, the logs of a failed
@@ -898,7 +903,7 @@ class Engine(object):
             result['container_ops'] = be.ops  # filled by be.stop(); the action plugin runs them, even on a failure
             if step == 'gate':
                 self._container_gate(spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain,
-                                     what)
+                                     what, peer_gate)
             elif step == 'render':
                 self._container_render(spec, state, result, legacy, what, port_taken, poll_interval)
             module.fail_json(msg='%s: container mode runs through the action plugin of the module (community.docker.'
@@ -925,7 +930,7 @@ class Engine(object):
 
         if action == 'wait':
             res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout,
-                                                       poll_interval)
+                                                       poll_interval, peer_gate=peer_gate, explain=explain, what=what)
             if res['died'] or started_recently:
                 # A start of this or an earlier task that did not become healthy: a failed start, not restarted.
                 self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
@@ -956,7 +961,23 @@ class Engine(object):
         if not res['ready']:
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(health='healthy', pid=be.status(spec)['pid'])
+        self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
         module.exit_json(**result)
+
+    def _peers(self, peer_gate, result, ready_timeout, poll_interval, explain, what):
+        """The checks of the service's peers, after its own gate passed (see ``ensure``): returns when they pass,
+        fails the task naming them otherwise; the service itself is left running."""
+        if peer_gate is None or self.module.check_mode:
+            return
+        res = wait_until(peer_gate(), ready_timeout, poll_interval)
+        if res['ready']:
+            return
+        error = explain('') if explain else ''
+        result.update(peers='not ready')
+        self.module.fail_json(msg='%s is healthy itself, but its cluster is not %.0f s later (waiting for: %s)%s. It '
+                                  'was left running (not restarted for its peers).'
+                                  % (what, ready_timeout, ', '.join(res['pending']),
+                                     (' (error: %s)' % error) if error else ''), **result)
 
     def _plan(self, spec, state, result, legacy, what, poll_interval):
         """What both modes share before acting: the backend's check, the definition, the old layout, the decision.
@@ -1047,7 +1068,8 @@ class Engine(object):
         result.update(container_definition=definition, container_secret_env=secret_names)
         module.exit_json(**result)
 
-    def _container_gate(self, spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain, what):
+    def _container_gate(self, spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain, what,
+                        peer_gate=None):
         """Step ``gate``, after docker_container: the health gate; a failed start fails with the docker logs tail.
 
         A container running but unhealthy that was not started within ``ready_timeout`` is to be restarted: the
@@ -1069,14 +1091,15 @@ class Engine(object):
             self._fail_start(spec, {'died': True, 'pending': [], 'ready': False}, ready_timeout, result, log_lines,
                              explain, what, stop=False)
         res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout, poll_interval,
-                                                   refresh_pid=True)
+                                                   refresh_pid=True, peer_gate=peer_gate, explain=explain, what=what)
         if res['died'] or started_recently:
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(changed=True, action='restarted', health='unknown', container_restart=True,
                       reason='running but not healthy (%s)' % ', '.join(res['pending']))
         module.exit_json(**result)
 
-    def _gate_running(self, spec, status, result, gate, wait, ready_timeout, poll_interval, refresh_pid=False):
+    def _gate_running(self, spec, status, result, gate, wait, ready_timeout, poll_interval, refresh_pid=False,
+                      peer_gate=None, explain=None, what='service'):
         """The health gate of a service found running (both modes): exits the module when it is healthy.
 
         ``wait=False`` polls once and exits (``health`` healthy or unknown). Otherwise it waits until
@@ -1102,6 +1125,7 @@ class Engine(object):
                           if started_recently else res['elapsed'])
             if refresh_pid:
                 result['pid'] = self.backend.status(spec)['pid']
+            self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
             self.module.exit_json(**result)
         return res, started_recently
 

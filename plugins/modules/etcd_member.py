@@ -98,12 +98,20 @@ options:
     default: kvpool-etcd
   initial_cluster_state:
     description:
-      - C(--initial-cluster-state). C(new) for the members of a first deploy (read only while the data directory
-        holds no member, so it stays C(new) after that); C(existing) for a member added to a running cluster with
-        C(etcdctl member add).
+      - How a member whose data directory holds no member yet starts (etcd reads C(--initial-cluster) and
+        C(--initial-cluster-state) only then).
+      - C(auto) asks the other members first (C(etcdctl member list), answered without a quorum). None answers -
+        C(new), a static bootstrap with every member of O(members) (a first deploy). They run a cluster that does not
+        list this member - C(etcdctl member add), then C(existing) (a group that grew, a replaced node); retried
+        while the cluster refuses the add for want of started members (members joining at once). Listed as added -
+        C(existing). Listed as a started member - the task fails naming C(etcdctl member remove <ID>), as its data was
+        lost and the cluster refuses it until then.
+      - A member whose data directory holds a member keeps the values of its installed unit, so that a group that
+        grows or shrinks restarts no running member for flags etcd would not read.
+      - C(new) and C(existing) force the value (no question, no C(member add)).
     type: str
-    choices: [new, existing]
-    default: new
+    choices: [auto, new, existing]
+    default: auto
   heartbeat_interval:
     description: C(--heartbeat-interval) in ms (etcd's default 100).
     type: int
@@ -161,9 +169,8 @@ options:
 notes:
   - Members are never removed from the cluster by this module. A host taken out of O(members) makes the gate fail
     naming it, with the C(etcdctl member remove) command to run.
-  - A member whose data directory was lost (a replaced disk or node) is refused by the others. Remove it and add it
-    again (C(etcdctl member remove <ID>), C(etcdctl member add <name> --peer-urls=<url>)), then run the task on
-    it with O(initial_cluster_state=existing) (the collection's docs/ha.md has the steps).
+  - A member whose data directory was lost (a replaced disk or node) is refused by the others. The task fails naming
+    the C(etcdctl member remove <ID>) to run; the next run adds it again (O(initial_cluster_state=auto)).
 seealso:
   - name: etcd clustering guide
     description: Static bootstrap and the initial-cluster flags.
@@ -234,6 +241,13 @@ leader:
   returned: when polled
   type: str
   sample: node2
+join:
+  description: How the member starts when its data directory holds no member yet, and why - C(action) (C(new),
+    C(existing), C(added) after C(etcdctl member add), C(kept) the installed unit's values for a member with data,
+    C(given) by O(initial_cluster_state)) and C(reason).
+  returned: unless stopped
+  type: dict
+  sample: {action: added, reason: "the cluster of node1 does not list node2: etcdctl member add, then existing"}
 ready_seconds:
   description: Seconds the member took to pass its gate after its start (or to pass it when running).
   returned: always
@@ -242,6 +256,7 @@ ready_seconds:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
@@ -249,11 +264,13 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._errors import Kvpoo
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    UNIT_DIR,
     Engine,
     ServiceError,
     ServiceSpec,
     backend_for,
     check_service_params,
+    read_text,
 )
 
 UNIT = 'kvpool-etcd'
@@ -317,7 +334,7 @@ def main():
             )),
             data_dir=dict(type='path', default='/var/lib/ascend-kvpool/etcd'),
             cluster_token=dict(type='str', default='kvpool-etcd', no_log=False),  # a name, not a secret
-            initial_cluster_state=dict(type='str', choices=['new', 'existing'], default='new'),
+            initial_cluster_state=dict(type='str', choices=['auto', 'new', 'existing'], default='auto'),
             heartbeat_interval=dict(type='int', default=100),
             election_timeout=dict(type='int', default=1000),
             auto_compaction_retention=dict(type='str', default='1'),
@@ -356,12 +373,15 @@ def _run(module):
     result = dict(changed=False, endpoint=own, endpoints=endpoints, ready_seconds=None, argv=[])
     argv = []
     if p['state'] != 'stopped':
-        argv = _etcd.build_etcd_argv(p['binary'], dict(p, listen_localhost=True), members)
         for path, what in ((p['binary'], 'binary'), (p['etcdctl'], 'etcdctl')):
             if not module.check_mode and not _is_executable(path):
                 module.fail_json(msg='%s not found at %s (%s). Install etcd (role ascend.kvpool.kvpool_etcd with '
                                      'kvpool_etcd_install_method=package does: Debian/Ubuntu etcd-server and '
                                      'etcd-client) or set %s to its path.' % (what, path, what, what), **result)
+        state = 'new' if p['initial_cluster_state'] == 'auto' else p['initial_cluster_state']
+        argv = _etcd.build_etcd_argv(p['binary'], dict(p, listen_localhost=True, initial_cluster_state=state),
+                                     members)
+        argv = _initial_flags(module, p, members, endpoints, argv, result)
     result['argv'] = argv
     try:
         spec = ServiceSpec(UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
@@ -402,8 +422,10 @@ def _run(module):
         return not seen['problem']
 
     def gate():
-        return [('GET %s/health -> {"health":"true"}' % own, own_health),
-                ('etcdctl: every member healthy, listed, one leader', cluster_ok)]
+        return [('GET %s/health -> {"health":"true"}' % own, own_health)]
+
+    def peer_gate():
+        return [('etcdctl: every member healthy, listed, one leader', cluster_ok)]
 
     def explain(log):
         if 'ETCD_UNSUPPORTED_ARCH' in (log or ''):
@@ -416,8 +438,80 @@ def _run(module):
     engine = Engine(module, backend_for(module, None))
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain,
-                  what='etcd member %s' % p['name'],
+                  what='etcd member %s' % p['name'], peer_gate=peer_gate,
                   port_taken=lambda: tcp_open(probe_host(p['address']), p['client_port'], timeout=0.5))
+
+
+def _initial_flags(module, p, members, endpoints, argv, result):
+    """``argv`` with the ``--initial-cluster*`` values this member starts with (module option
+    ``initial_cluster_state``); ``etcdctl member add`` for a member that joins a running cluster. Sets RV join."""
+    if p['initial_cluster_state'] != 'auto':
+        result['join'] = dict(action='given', reason='initial_cluster_state=%s' % p['initial_cluster_state'])
+        return argv
+    if os.path.isdir(os.path.join(p['data_dir'], 'member')):
+        installed = _etcd.installed_initial_flags(read_text('%s/%s.service' % (UNIT_DIR, UNIT)))
+        result['join'] = dict(action='kept', reason='%s holds a member: etcd reads no --initial-* flag, the installed '
+                                                    'unit\'s are kept' % p['data_dir'])
+        return _etcd.with_initial_flags(argv, installed) if installed else argv
+    own_peer = _etcd.peer_url(p['address'], p['peer_port'], bool(p['peer_cert_file']))
+    others = [e for m, e in zip(members, endpoints) if m['name'] != p['name']]
+    listed = None
+    if others:
+        rc, out, dummy = _etcdctl(module, p, others, 'member', 'list')
+        if rc == 0:
+            try:
+                listed = _etcd.parse_member_list(out)
+            except ValueError:
+                listed = None
+    action, member_id = _etcd.join_decision(p['name'], own_peer, listed)
+    who = ', '.join(m['name'] or m['id'] for m in listed or [])
+    remove = 'ETCDCTL_API=3 etcdctl --endpoints=%s member remove %s' % (','.join(others), member_id)
+    if action in ('lost', 'taken', 'renamed'):
+        why = {
+            'lost': 'the etcd cluster (%s) lists %s as a started member, but %s holds no member: its data was lost (a '
+                    'replaced disk or node) and the cluster refuses it. Remove it (%s), then run again: it is added '
+                    'back. If kvpool_etcd_data_dir was changed, move the data there instead.'
+                    % (who, p['name'], p['data_dir'], remove),
+            'taken': 'the etcd cluster (%s) has a started member %s at this member\'s peer URL %s: give this host '
+                     'its own kvpool_etcd_address, or remove that member (%s)' % (who, member_id, own_peer, remove),
+            'renamed': 'the etcd cluster (%s) has a member %s (%s) at another peer URL than %s: update it '
+                       '(etcdctl member update %s --peer-urls=%s) or remove it (%s)'
+                       % (who, p['name'], member_id, own_peer, member_id, own_peer, remove),
+        }[action]
+        module.fail_json(msg='etcd member %s: %s' % (p['name'], why), **result)
+    if action == 'new':
+        result['join'] = dict(action='new', reason='no other member answers: a static bootstrap with the group'
+                              if listed is None else 'listed in the bootstrap of the group, not started yet')
+        return argv
+    if action == 'add':
+        result['join'] = dict(action='added', reason='the cluster of %s does not list %s: etcdctl member add, then '
+                                                     'existing' % (who, p['name']))
+        if module.check_mode:
+            return _etcd.with_initial_flags(argv, {'--initial-cluster-state': 'existing'})
+        listed = _member_add(module, p, others, own_peer, result)
+    else:
+        result['join'] = dict(action='existing', reason='added to the cluster of %s, not started yet' % who)
+    return _etcd.with_initial_flags(argv, {
+        '--initial-cluster': _etcd.joined_initial_cluster(listed, members, p['name'], own_peer),
+        '--initial-cluster-state': 'existing'})
+
+
+def _member_add(module, p, others, own_peer, result):
+    """``etcdctl member add`` of this member, retried while the cluster refuses it for want of started members
+    (another member joining at the same time) for at most ``ready_timeout``; returns the member list after it."""
+    deadline = time.monotonic() + p['ready_timeout']
+    while True:
+        rc, out, err = _etcdctl(module, p, others, 'member', 'add', p['name'], '--peer-urls=%s' % own_peer)
+        if rc == 0:
+            try:
+                return _etcd.parse_member_add(out)
+            except ValueError as exc:
+                module.fail_json(msg='etcd member %s: etcdctl member add answered %s' % (p['name'], exc), **result)
+        if 'already exists' in (err or '') or time.monotonic() >= deadline:
+            module.fail_json(msg='etcd member %s: etcdctl --endpoints=%s member add %s --peer-urls=%s failed for '
+                                 '%.0f s: %s' % (p['name'], ','.join(others), p['name'], own_peer,
+                                                 p['ready_timeout'], (err or out).strip()[-300:]), **result)
+        time.sleep(max(0.2, p['poll_interval']))
 
 
 def _is_executable(path):

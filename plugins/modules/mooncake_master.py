@@ -321,7 +321,6 @@ health_body:
 """
 
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
@@ -501,24 +500,6 @@ def _run(module):
 
     peers = ha_peers(p) if p['enable_ha'] else []
 
-    election = {'since': None}
-
-    def ha_elected():
-        """HA: exactly one master of the group serves RPC (standbys bind no RPC port, in every release), and every
-        master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
-
-        The election depends on the other masters too, so it gets ready_timeout of its own from the moment this
-        master answers: a master started by systemd shortly before (after a kill) would otherwise have only what is
-        left of the engine's wait from its start."""
-        if election['since'] is None:
-            election['since'] = time.monotonic()
-        while True:
-            if ha_view():
-                return True
-            if time.monotonic() - election['since'] >= p['ready_timeout']:
-                return False
-            time.sleep(p['poll_interval'])
-
     def ha_view():
         masters = [dict(rpc=endpoints['rpc'], health=endpoints['health'], name=p['ha_name'])] + peers
         for m in masters:
@@ -542,15 +523,18 @@ def _run(module):
             result['health_body'] = body
             return status == 200 or (p['enable_ha'] and status == 503)
         checks.append(('GET %s -> 200' % endpoints['health'], health))
-        if p['enable_ha']:
-            checks.append(('one leader serving RPC, the other masters standby', ha_elected))
         return checks
+
+    def peer_gate():
+        # HA: exactly one master of the group serves RPC (standbys bind no RPC port, in every release), and every
+        # master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
+        return [('one leader serving RPC, the other masters standby', ha_view)]
 
     engine = Engine(module, backend_for(module, p['container']))
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'],
                   explain=explainer(None if p['enable_ha'] else p['port'], last_health), legacy=legacy,
-                  what='mooncake_master',
+                  what='mooncake_master', peer_gate=peer_gate if p['enable_ha'] else None,
                   port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
                   step=p['container_step'])
 

@@ -50,8 +50,14 @@ options:
     type: list
     elements: str
     default: []
+  http:
+    description: C(http://) URLs to GET (proxies bypassed), with O(connect_timeout) each, for example the etcd
+      members' C(/health), which answers C({"health":"true"}) only while the member's cluster has a quorum.
+    type: list
+    elements: str
+    default: []
   connect_timeout:
-    description: Seconds to wait for each TCP connection.
+    description: Seconds to wait for each TCP connection (and each answer of O(http)).
     type: float
     default: 3.0
   container_runtime:
@@ -162,6 +168,11 @@ connect:
   returned: always
   type: dict
   sample: {"90.90.100.188:50088": {ok: false, error: "[Errno 111] Connection refused", ms: 0.4}}
+http:
+  description: Per URL of O(http), C(status) (null when nothing answered) and C(body) (its first 300 characters).
+  returned: always
+  type: dict
+  sample: {"http://172.31.250.11:2379/health": {status: 200, body: '{"health":"true"}'}}
 container:
   description:
     - C(runtime) (the path of I(container_runtime), or null when it is not on C(PATH)) and C(images) (name to
@@ -202,7 +213,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import split_target, try_connect
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
 
@@ -351,6 +362,7 @@ def main():
             paths=dict(type='list', elements='path', default=[]),
             path_sizes=dict(type='bool', default=True),
             connect=dict(type='list', elements='str', default=[]),
+            http=dict(type='list', elements='str', default=[]),
             connect_timeout=dict(type='float', default=3.0),
             container_runtime=dict(type='str', default='docker'),
             images=dict(type='list', elements='str', default=[]),
@@ -374,16 +386,20 @@ def _run(module):
     bad = [t for t in p['connect'] if not _valid_target(t)]
     if bad:
         module.fail_json(msg='connect targets must be host:port (or [v6]:port), got %s' % bad)
+    bad = [u for u in p['http'] if not str(u).startswith('http://')]
+    if bad:
+        module.fail_json(msg='http: give http:// URLs, got %s' % bad)
     epoch = time.time()
     started = time.monotonic()
     npu_smi = None
     if p['npu_smi']:
         npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
-    with ThreadPoolExecutor(max_workers=5 + len(p['connect'])) as pool:
+    with ThreadPoolExecutor(max_workers=5 + len(p['connect']) + len(p['http'])) as pool:
         npus = pool.submit(_npu_smi.read, npu_smi) if npu_smi else None
         ports = pool.submit(port_listeners, sorted(set(p['ports'])))
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
         connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
+        gets = [(u, pool.submit(http_status, u, p['connect_timeout'], None, None, 300)) for u in p['http']]
         container = pool.submit(container_facts, module, p['container_runtime'], p['images'])
         ascend = pool.submit(ascend_versions, p['toolkit_info_paths']) if p['ascend_versions'] else None
         glibc = pool.submit(glibc_facts, module) if p['glibc'] else None
@@ -397,6 +413,7 @@ def _run(module):
             ports=ports.result(),
             paths=dict((path, f.result()) for path, f in paths),
             connect=dict((t, f.result()) for t, f in connects),
+            http=dict((u, dict(zip(('status', 'body'), f.result()))) for u, f in gets),
             container=container.result(),
         )
         if p['npu_smi']:

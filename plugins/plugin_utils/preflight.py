@@ -447,24 +447,42 @@ def check_master(record, severity='error'):
 
 
 def check_etcd(record, severity='error'):
-    """HA masters: the node reaches a majority of the etcd members (TCP to their client ports)."""
+    """HA masters: from the node, a majority of the etcd members answers, and their cluster has a quorum (a
+    member's ``/health`` is ``{"health":"true"}`` only then).
+
+    Fewer healthy members than a majority of the group, but some healthy: the cluster has its quorum and the others
+    do not run yet (a group that grew: the etcd phase starts them and they join), a warning. None healthy while some
+    answer: the cluster lost its quorum, an error (``severity``)."""
     host, master = record['host'], record.get('master') or {}
     targets = [str(t) for t in master.get('etcd_targets') or []]
     if not targets:
         return []
-    connect = (record.get('facts') or {}).get('connect') or {}
+    facts = record.get('facts') or {}
+    connect, http = facts.get('connect') or {}, facts.get('http') or {}
+
+    def healthy(target):
+        answer = http.get('http://%s/health' % target) or {}
+        return answer.get('status') == 200 and '"true"' in str(answer.get('body') or '')
     down = ['%s (%s)' % (t, (connect.get(t) or {}).get('error') or 'no answer') for t in targets
             if not (connect.get(t) or {}).get('ok')]
+    good = [t for t in targets if healthy(t)]
+    sick = [t for t in targets if (connect.get(t) or {}).get('ok') and t not in good]
     need = len(targets) // 2 + 1
-    if len(targets) - len(down) >= need:
+    if len(good) >= need:
         return []
+    fix = ('Start the etcd members (site.yml --tags etcd, role ascend.kvpool.kvpool_etcd) and check that this node '
+           'reaches their client port (kvpool_etcd_address, kvpool_etcd_client_port) through any firewall.')
+    if good:
+        return [_finding(host, 'master', '%d of the %d etcd members of the HA masters are healthy (%s); not running '
+                         'yet: %s. Their cluster has a quorum; the etcd phase starts the others, and members new to '
+                         'the group join it' % (len(good), len(targets), ', '.join(good), ', '.join(down + sick)),
+                         fix, 'warning')]
     later = '' if severity == 'error' else ' (before the etcd phase: checked again when mooncake.json is written)'
-    return [_finding(host, 'master', 'reaches only %d of the %d etcd members of the HA masters (a majority, %d, is '
-                     'needed): cannot reach %s%s' % (len(targets) - len(down), len(targets), need, ', '.join(down),
-                                                     later),
-                     'Start the etcd members (site.yml --tags etcd, role ascend.kvpool.kvpool_etcd) and check that '
-                     'this node reaches their client port (kvpool_etcd_address, kvpool_etcd_client_port) through '
-                     'any firewall.', severity)]
+    parts = (['answering but not healthy: %s' % ', '.join(sick)] if sick else []) + \
+        (['cannot reach: %s' % ', '.join(down)] if down else [])
+    return [_finding(host, 'master', 'the etcd members of the HA masters have no quorum from this node: 0 of %d '
+                     'healthy (a majority, %d, is needed); %s%s' % (len(targets), need, '; '.join(parts), later),
+                     fix, severity)]
 
 
 def etcd_running(records):

@@ -375,3 +375,37 @@ def test_engine_waits_ready_timeout_from_a_restart_not_from_the_dead_process():
                       ready_timeout=0.3, poll_interval=0.02, what='vllm instance a')
     assert not out.get('failed'), out.get('msg')
     assert out['health'] == 'healthy' and 'stop' not in mgr.calls
+
+
+def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_service():
+    """An etcd member whose peer is down (or an HA master without a leader elsewhere): restarting the healthy one
+    would cost the cluster its quorum. Found on the mock cluster: a re-run with one etcd member down restarted the
+    two healthy ones."""
+    mgr = FakeManager()
+    ensure(mgr)  # started and healthy
+    for check in (False, True):
+        module, out = fake_module(check)
+        with pytest.raises(SystemExit):
+            _service.Engine(module, mgr).ensure(
+                spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
+                ready_timeout=0.2, poll_interval=0.05, explain=lambda log: 'not healthy: node3',
+                what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
+        if check:  # check mode polls no peer
+            assert not out.get('failed') and out['health'] == 'healthy'
+        else:
+            assert out['failed'] and 'etcd member node1 is healthy itself, but its cluster is not' in out['msg']
+            assert 'waiting for: every member healthy' in out['msg'] and 'not healthy: node3' in out['msg']
+    assert mgr.calls == ['start'] and mgr.running  # neither restarted nor stopped
+    fresh = FakeManager()
+    module, out = fake_module()
+    with pytest.raises(SystemExit):
+        _service.Engine(module, fresh).ensure(
+            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
+            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
+    assert out['failed'] and fresh.calls == ['start'] and fresh.running
+    module, out = fake_module()
+    with pytest.raises(SystemExit):
+        _service.Engine(module, fresh).ensure(
+            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
+            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: True)])
+    assert not out.get('failed') and out['health'] == 'healthy'

@@ -511,6 +511,60 @@ def test_ha_master_without_target_is_not_checked():
     assert judge(nodes, master_started=True)['findings'] == []
 
 
+ETCD = ['172.31.250.11:2379', '172.31.250.12:2379', '172.31.250.13:2379']
+
+
+def etcd_nodes(answers):
+    """Two HA nodes whose preflight_facts saw the etcd members as ``answers`` says: per member, 'healthy' (TCP and
+    /health true), 'sick' (TCP, /health false: no quorum) or 'down' (refused)."""
+    connect, http = {}, {}
+    for target, state in zip(ETCD, answers):
+        connect[target] = {'ok': state != 'down', 'error': '' if state != 'down' else '[Errno 111] Connection refused',
+                           'ms': 0.3}
+        http['http://%s/health' % target] = (
+            {'status': 200, 'body': '{"health":"true"}'} if state == 'healthy' else
+            {'status': 503, 'body': '{"health":"false"}'} if state == 'sick' else {'status': None, 'body': ''})
+    nodes = []
+    for host in ('node1', 'node2'):
+        node = record(host, node_facts=dict(facts(host=host, connect=connect), http=http))
+        node['master'].update(target='', etcd_targets=list(ETCD))
+        nodes.append(node)
+    return nodes
+
+
+def test_ha_etcd_majority_healthy_is_fine():
+    assert judge(etcd_nodes(['healthy', 'healthy', 'down']))['findings'] == []
+
+
+def test_ha_etcd_quorum_lost_names_the_members():
+    """Two of three members stopped (the molecule ha drill): the one left answers, but /health false."""
+    result = judge(etcd_nodes(['sick', 'down', 'down']))
+    assert not result['ok'] and result['errors'] == 2
+    f = result['findings'][0]
+    assert f['finding'] == ('the etcd members of the HA masters have no quorum from this node: 0 of 3 healthy (a '
+                            'majority, 2, is needed); answering but not healthy: 172.31.250.11:2379; cannot reach: '
+                            '172.31.250.12:2379 ([Errno 111] Connection refused), 172.31.250.13:2379 ([Errno 111] '
+                            'Connection refused)')
+    assert 'site.yml --tags etcd' in f['fix']
+
+
+def test_ha_etcd_none_running_is_a_warning_on_a_first_deploy_and_an_error_after():
+    first = judge(etcd_nodes(['down', 'down', 'down']))
+    assert first['ok'] and first['warnings'] == 2
+    assert 'checked again when mooncake.json is written' in first['findings'][0]['finding']
+    assert not judge(etcd_nodes(['down', 'down', 'down']), master_started=True)['ok']
+
+
+def test_ha_etcd_group_grown_is_a_warning_while_the_cluster_has_its_quorum():
+    """A one-member cluster and an etcd group grown to three: the etcd phase adds the two (member add)."""
+    result = judge(etcd_nodes(['healthy', 'down', 'down']))
+    assert result['ok'] and result['warnings'] == 2
+    f = result['findings'][0]
+    assert f['finding'].startswith('1 of the 3 etcd members of the HA masters are healthy (172.31.250.11:2379); not '
+                                   'running yet: 172.31.250.12:2379')
+    assert 'members new to the group join it' in f['finding']
+
+
 # --- clock -----------------------------------------------------------------------------------------------------
 
 def clocks(*offsets, **kwargs):
