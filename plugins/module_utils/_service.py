@@ -97,6 +97,16 @@ class ServiceSpec(object):
         self.port = port
 
 
+def unit_argument_spec():
+    """The argument spec of the options every service module shares, as the doc fragment ``ascend.kvpool.service``
+    (``UNIT``) documents them: the journal lines of a failed start and systemd's restart limit."""
+    return dict(
+        log_lines=dict(type='int', default=40),
+        restart_limit_burst=dict(type='int', default=5),
+        restart_limit_interval=dict(type='int', default=60),
+    )
+
+
 def check_service_params(params):
     """The options every service module shares (the doc fragment ``ascend.kvpool.service`` and the timeouts):
     finite timeouts above 0 (NaN or infinity would never end, or end at once; systemd reads a ``TimeoutStopSec``

@@ -271,6 +271,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     backend_for,
     check_service_params,
     read_text,
+    unit_argument_spec,
 )
 
 UNIT = 'kvpool-etcd'
@@ -348,9 +349,7 @@ def main():
             ready_timeout=dict(type='float', default=60),
             poll_interval=dict(type='float', default=0.2),
             stop_timeout=dict(type='float', default=10),
-            log_lines=dict(type='int', default=40),
-            restart_limit_burst=dict(type='int', default=5),
-            restart_limit_interval=dict(type='int', default=60),
+            **unit_argument_spec()
         ),
         supports_check_mode=True,
     )

@@ -335,6 +335,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     check_service_params,
     find_binary,
     read_bytes,
+    unit_argument_spec,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
@@ -449,9 +450,7 @@ def main():
             stop_timeout=dict(type='float', default=10),
             health_host=dict(type='str'),
             health_path=dict(type='str', default='/health'),
-            log_lines=dict(type='int', default=40),
-            restart_limit_burst=dict(type='int', default=5),
-            restart_limit_interval=dict(type='int', default=60),
+            **unit_argument_spec()
         ),
         required_if=[('enable_ha', True, ('etcd_endpoints', 'rpc_address'))],
         supports_check_mode=True,

@@ -272,6 +272,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceSpec,
     backend_for,
     check_service_params,
+    unit_argument_spec,
 )
 
 # Units are kvpool-<name>, never kvpool-vllm-*: that prefix is the instances' (vllm_server stops every unlisted
@@ -338,9 +339,7 @@ def main():
             ready_timeout=dict(type='float', default=60),
             poll_interval=dict(type='float', default=0.2),
             stop_timeout=dict(type='float', default=10),
-            log_lines=dict(type='int', default=40),
-            restart_limit_burst=dict(type='int', default=5),
-            restart_limit_interval=dict(type='int', default=60),
+            **unit_argument_spec()
         ),
         supports_check_mode=True,
     )

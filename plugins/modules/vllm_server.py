@@ -357,6 +357,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     backend_for,
     check_service_params,
     find_binary,
+    unit_argument_spec,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin']
@@ -502,10 +503,8 @@ def main():
             poll_interval=dict(type='float', default=0.2),
             stop_timeout=dict(type='float', default=60),
             health_host=dict(type='str'),
-            log_lines=dict(type='int', default=40),
             api_key=dict(type='str', no_log=True),
-            restart_limit_burst=dict(type='int', default=5),
-            restart_limit_interval=dict(type='int', default=60),
+            **unit_argument_spec()
         ),
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
