@@ -447,12 +447,13 @@ def _initial_flags(module, p, members, endpoints, argv, result):
     if p['initial_cluster_state'] != 'auto':
         result['join'] = dict(action='given', reason='initial_cluster_state=%s' % p['initial_cluster_state'])
         return argv
+    own_peer = _etcd.peer_url(p['address'], p['peer_port'], bool(p['peer_cert_file']))
     if os.path.isdir(os.path.join(p['data_dir'], 'member')):
+        _check_own_peer_url(module, p, endpoints, own_peer, result)
         installed = _etcd.installed_initial_flags(read_text('%s/%s.service' % (UNIT_DIR, UNIT)))
         result['join'] = dict(action='kept', reason='%s holds a member: etcd reads no --initial-* flag, the installed '
                                                     'unit\'s are kept' % p['data_dir'])
         return _etcd.with_initial_flags(argv, installed) if installed else argv
-    own_peer = _etcd.peer_url(p['address'], p['peer_port'], bool(p['peer_cert_file']))
     others = [e for m, e in zip(members, endpoints) if m['name'] != p['name']]
     listed = None
     if others:
@@ -493,6 +494,26 @@ def _initial_flags(module, p, members, endpoints, argv, result):
     return _etcd.with_initial_flags(argv, {
         '--initial-cluster': _etcd.joined_initial_cluster(listed, members, p['name'], own_peer),
         '--initial-cluster-state': 'existing'})
+
+
+def _check_own_peer_url(module, p, endpoints, own_peer, result):
+    """A member with data whose peer URL the cluster lists otherwise (http against https, another address or port):
+    restarted with the new one it would not reach its peers, so the task fails before anything changes. Nothing is
+    checked when no member answers."""
+    rc, out, dummy = _etcdctl(module, p, endpoints, 'member', 'list')
+    try:
+        listed = _etcd.parse_member_list(out) if rc == 0 else []
+    except ValueError:
+        listed = []
+    mine = [m for m in listed if m['name'] == p['name']]
+    if mine and mine[0]['peer_urls'] and own_peer not in mine[0]['peer_urls']:
+        module.fail_json(msg='etcd member %s: the cluster lists it with the peer URL %s, but this run gives it %s '
+                             '(peer TLS, kvpool_etcd_address or kvpool_etcd_peer_port changed): restarted so, it would '
+                             'not reach its peers. Nothing was changed. Change the peer URL of one member at a time '
+                             '(ETCDCTL_API=3 etcdctl --endpoints=%s member update %s --peer-urls=%s, then run with the '
+                             'new settings for that host) or start a new cluster (docs/ha.md, TLS).'
+                             % (p['name'], ','.join(mine[0]['peer_urls']), own_peer, ','.join(endpoints),
+                                mine[0]['id'], own_peer), **result)
 
 
 def _member_add(module, p, others, own_peer, result):

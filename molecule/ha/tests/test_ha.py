@@ -459,3 +459,67 @@ def test_the_etcd_group_grown_from_one_member_to_three(deployed, tmp_path):
     assert wait_for(lambda: serving(MASTERS), 60) is not None
     again = site()
     assert again.rc == 0 and set(again.changed().values()) == {0}, again.changed_tasks()
+
+
+def make_peer_certificates(where):
+    """A test CA and one peer certificate per node (SAN its address, server and client use), with openssl: test
+    equipment; operators bring their own (docs/ha.md)."""
+    def openssl(*args):
+        subprocess.run(['openssl'] + list(args), check=True, cwd=str(where), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2',
+            '-subj', '/CN=kvpool-test-ca')
+    for node in NODES:
+        (where / ('%s.cnf' % node)).write_text(
+            '[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:%s\n'
+            'extendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n' % ADDRESS[node])
+        openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', '%s-key.pem' % node, '-out', '%s.csr' % node,
+                '-subj', '/CN=%s' % node)
+        openssl('x509', '-req', '-in', '%s.csr' % node, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial',
+                '-out', '%s.pem' % node, '-days', '2', '-extfile', '%s.cnf' % node, '-extensions', 'ext')
+
+
+def test_etcd_peer_tls(deployed, tmp_path):
+    """Optional peer TLS (kvpool_etcd_peer_*): refused on the running http cluster before anything restarts (the
+    peer URLs would change); a fresh cluster whose peers talk https with client certificates (a peer without one is
+    refused), the masters elect through it, site.yml changes nothing on a second run; then the plain cluster
+    again."""
+    make_peer_certificates(tmp_path)
+    tls = {'kvpool_etcd_peer_cert_file': '/etc/ascend-kvpool/etcd-tls/peer.pem',
+           'kvpool_etcd_peer_key_file': '/etc/ascend-kvpool/etcd-tls/peer-key.pem',
+           'kvpool_etcd_peer_trusted_ca_file': '/etc/ascend-kvpool/etcd-tls/ca.pem'}
+    for node in NODES:
+        lib.sh(CONTAINER[node], 'mkdir -p /etc/ascend-kvpool/etcd-tls')
+        for src, dest in (('ca.pem', 'ca.pem'), ('%s.pem' % node, 'peer.pem'), ('%s-key.pem' % node, 'peer-key.pem')):
+            subprocess.run(['docker', 'cp', str(tmp_path / src), '%s:/etc/ascend-kvpool/etcd-tls/%s'
+                            % (CONTAINER[node], dest)], check=True)
+        lib.sh(CONTAINER[node], 'chmod 600 /etc/ascend-kvpool/etcd-tls/peer-key.pem')
+    # the running http cluster is not switched to https in place: refused before any member restarts
+    started = dict((n, unit_started(n, 'kvpool-etcd')) for n in NODES)
+    refused = site('--tags', 'etcd', extra_vars=tls)
+    assert refused.rc != 0 and 'the cluster lists it with the peer URL http://172.31.250.11:2380, but this run ' \
+        'gives it https://172.31.250.11:2380' in flat(refused.stdout), refused.stdout[-4000:]
+    assert started == dict((n, unit_started(n, 'kvpool-etcd')) for n in NODES)
+    for node in NODES:
+        lib.sh(CONTAINER[node], 'systemctl stop kvpool-etcd; rm -rf /var/lib/ascend-kvpool/etcd')
+    try:
+        first = site(extra_vars=tls)
+        assert first.rc == 0, first.stdout[-4000:]
+        rc, out = etcdctl('member list -w json')
+        peers = sorted(u for m in json.loads(out)['members'] for u in m['peerURLs'])
+        assert peers == ['https://%s:2380' % ADDRESS[n] for n in NODES], out
+        rc, hello = lib.sh(CONTAINER['node1'], 'timeout 5 openssl s_client -connect %s:2380 </dev/null 2>&1 | '
+                                               'grep -c "alert bad certificate"' % ADDRESS['node2'])
+        assert hello.strip() == '1', hello  # a peer without a certificate of the CA is refused
+        assert wait_for(lambda: serving(MASTERS), 60) is not None
+        again = site(extra_vars=tls)
+        print('etcd peer TLS: peers %s; a peer without a certificate refused; second site.yml changed %s'
+              % (', '.join(peers), again.changed()))
+        assert again.rc == 0 and set(again.changed().values()) == {0}, changed_tasks(again)
+    finally:
+        for node in NODES:
+            lib.sh(CONTAINER[node], 'systemctl stop kvpool-etcd; rm -rf /var/lib/ascend-kvpool/etcd '
+                                    '/etc/ascend-kvpool/etcd-tls')
+        back = site()
+        assert back.rc == 0, back.stdout[-4000:]
+    assert wait_for(lambda: serving(MASTERS), 60) is not None
