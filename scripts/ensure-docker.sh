@@ -7,6 +7,8 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# The test CA of the ha scenario's peer TLS test (molecule/ha/tests/test_ha.py).
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # Runtime libraries of the PyPI Mooncake wheel used by the tests on the controller.
 for lib in libibverbs1 ibverbs-providers librdmacm1 libnuma1 libcurl4; do
   dpkg -s "$lib" >/dev/null 2>&1 || need+=("$lib")
