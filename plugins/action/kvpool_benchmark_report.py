@@ -30,13 +30,15 @@ class ActionModule(ControllerReportAction):
         report_dir=dict(type='path', required=True),
         basename=dict(type='str', default='kvpool_benchmark'),
         label=dict(type='str', default=''),
+        test_equipment=dict(type='str', default=''),
         settings=dict(type='dict', default={}),
         instances=dict(type='dict', default={}),
         chart=dict(type='bool', default=True),
     )
 
     def report(self, result, args, task_vars):
-        report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'])
+        report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'],
+                                           test_equipment=args['test_equipment'])
         result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
         if self._task.check_mode and not any(
                 isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')

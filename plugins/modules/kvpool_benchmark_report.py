@@ -58,6 +58,13 @@ options:
     description: Shown in every artifact (for example the cluster name, or that it is simulated).
     type: str
     default: ''
+  test_equipment:
+    description:
+      - The real engine of a run on test equipment that is no hardware either, for example C(real vLLM engine (CPU
+        build, tiny model)). The Markdown report and the chart then say TEST EQUIPMENT with it and that the timings
+        are not hardware figures. A run on the simulated stand-in is labelled SIMULATED instead, whatever this says.
+    type: str
+    default: ''
   settings:
     description: The benchmark settings, stored in the report as given.
     type: dict

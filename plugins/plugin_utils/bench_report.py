@@ -133,13 +133,16 @@ def _pct(rate):
     return '-' if rate is None else '%.1f%%' % (100.0 * rate)
 
 
-def build_report(results, settings=None, instances=None, label='', reference=None, generated=None):
+def build_report(results, settings=None, instances=None, label='', reference=None, generated=None,
+                 test_equipment=''):
     """The report of one run.
 
     ``results`` maps a step id (``step1``, ``flush``, ``step2``, ``step3``) to the registered result of the
     ``kvpool_benchmark`` module (missing, skipped or failed steps are reported as such). ``settings`` and
     ``instances`` are stored as given. The label gets a ``SIMULATED`` prefix when the instances' ``/metrics``
-    show the simulated stand-in and the label does not say so already.
+    show the simulated stand-in and the label does not say so already. ``test_equipment`` names the real engine a run
+    used that is no hardware either (``real vLLM engine (CPU build, tiny model)``): its artifacts say so, where a
+    simulated run says SIMULATED.
     """
     results = dict(results or {})
     reference = reference or REFERENCE
@@ -180,6 +183,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
         'title': 'vLLM-Ascend KV pool TTFT benchmark (the guide\'s three steps)',
         'label': label or '',
         'simulated': simulated,
+        'test_equipment': '' if simulated else str(test_equipment or ''),
         'generated': generated or datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
         'settings': settings or {},
         'instances': instances or {},
@@ -462,13 +466,19 @@ def render_markdown(report, chart_name=None):
             out.append('')
             out.append('> **SIMULATED**: this run targets the mock cluster (the `vllm` stand-in with a documented '
                        'timing model and the real Mooncake pool). Its timings are not hardware figures.')
+        elif report.get('test_equipment'):
+            out.append('')
+            out.append('> **TEST EQUIPMENT, %s**: a real engine and the real Mooncake pool, but not the hardware the '
+                       'guide measured. Its timings are not hardware figures.' % report['test_equipment'])
     else:
         out.append('# %s' % title)
     out += ['', 'Generated %s.' % report.get('generated'), '']
     out += ['## The guide\'s table', '',
             '| | requests | concurrency | TTFT1 (ms) | TTFT2 (ms) | TTFT3 (ms) |',
             '|---|---|---|---|---|---|']
-    run_name = 'this run%s' % (' (SIMULATED)' if report.get('simulated') else '')
+    run_name = 'this run'
+    if report.get('simulated') or report.get('test_equipment'):
+        run_name += ' (%s)' % ('SIMULATED' if report.get('simulated') else report['test_equipment'])
     for stat in ('mean', 'median', 'p90'):
         out.append('| %s, %s | %s | %s | %s | %s | %s |' % (
             run_name, stat, _fmt(settings.get('num_requests'), 0), _fmt(settings.get('concurrency'), 0),
@@ -614,6 +624,9 @@ def render_chart(report, path):
              % (ref.get('step1'), ref.get('step2'), ref.get('step3')), fontsize=7, color='#555555')
     if report.get('simulated'):
         fig.text(0.99, 0.01, 'SIMULATED', fontsize=9, color='#B00020', ha='right', weight='bold')
+    elif report.get('test_equipment'):
+        fig.text(0.99, 0.01, 'TEST EQUIPMENT: %s, not hardware figures' % report['test_equipment'], fontsize=8,
+                 color='#B00020', ha='right', weight='bold')
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path)
     plt.close(fig)

@@ -89,6 +89,21 @@ def test_a_real_cluster_is_not_labelled_simulated():
     assert 'REFERENCE (the guide, other hardware' in markdown
 
 
+def test_test_equipment_is_named_and_never_hardware_figures(tmp_path):
+    """Issue 16: a run of the real vLLM engine (CPU build) is no hardware either; a stand-in run stays SIMULATED."""
+    real = bench_report.build_report(guide_run(sim=False), SETTINGS, label='mock nodes',
+                                     test_equipment='real vLLM engine (CPU build, tiny model)')
+    assert not real['simulated'] and real['test_equipment'] == 'real vLLM engine (CPU build, tiny model)'
+    markdown = bench_report.render_markdown(real)
+    assert 'SIMULATED' not in markdown
+    assert ('> **TEST EQUIPMENT, real vLLM engine (CPU build, tiny model)**: a real engine and the real Mooncake pool, '
+            'but not the hardware the guide measured. Its timings are not hardware figures.') in markdown
+    assert '| this run (real vLLM engine (CPU build, tiny model)), median |' in markdown
+    stand_in = bench_report.build_report(guide_run(), SETTINGS, label='lab', test_equipment='real vLLM engine')
+    assert stand_in['simulated'] and stand_in['test_equipment'] == ''
+    assert 'TEST EQUIPMENT' not in bench_report.render_markdown(stand_in)
+
+
 @pytest.mark.parametrize('change, check, words', [
     (lambda r: r['step3']['metrics']['instance2'].update(hits=hits(ext_h=0)), 'step3_cross_node_hits', HINT),
     (lambda r: r['step1']['metrics']['instance1'].update(hits=hits(ext_h=8960)), 'step1_cold', 'not cold'),
