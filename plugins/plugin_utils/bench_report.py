@@ -149,6 +149,8 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
     simulated = _is_simulated(results) or 'SIMULATED' in (label or '').upper()
     if simulated and 'SIMULATED' not in (label or '').upper():
         label = ('SIMULATED (vllm stand-in) ' + (label or '')).strip()
+    elif not simulated and test_equipment and str(test_equipment) not in (label or ''):
+        label = ', '.join(x for x in (str(test_equipment), label or '') if x)
     steps = []
     for spec in STEPS:
         res = results.get(spec['id'])
@@ -625,8 +627,8 @@ def render_chart(report, path):
     if report.get('simulated'):
         fig.text(0.99, 0.01, 'SIMULATED', fontsize=9, color='#B00020', ha='right', weight='bold')
     elif report.get('test_equipment'):
-        fig.text(0.99, 0.01, 'TEST EQUIPMENT: %s, not hardware figures' % report['test_equipment'], fontsize=8,
-                 color='#B00020', ha='right', weight='bold')
+        fig.text(0.99, 0.01, 'TEST EQUIPMENT, not hardware figures', fontsize=9, color='#B00020', ha='right',
+                 weight='bold')
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path)
     plt.close(fig)
