@@ -95,7 +95,8 @@ def test_test_equipment_is_named_and_never_hardware_figures(tmp_path):
                                      test_equipment='real vLLM engine (CPU build, tiny model)')
     assert not real['simulated'] and real['test_equipment'] == 'real vLLM engine (CPU build, tiny model)'
     assert real['label'] == 'real vLLM engine (CPU build, tiny model), mock nodes'
-    assert real['summary'][0].startswith('KV pool TTFT benchmark [real vLLM engine (CPU build, tiny model), mock nodes]')
+    assert real['summary'][0].startswith(
+        'KV pool TTFT benchmark [real vLLM engine (CPU build, tiny model), mock nodes]')
     markdown = bench_report.render_markdown(real)
     assert 'SIMULATED' not in markdown
     assert ('> **TEST EQUIPMENT, real vLLM engine (CPU build, tiny model)**: a real engine and the real Mooncake pool, '
