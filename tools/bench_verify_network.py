@@ -4,7 +4,9 @@ figures and ratios; asserts nothing). Stub latency 50 ms per hccn_tool call unle
   scale      at --nodes (default 2,4,8,16) and --strategies (default same_index,ring,sampled): wall time,
              controller CPU seconds per node, node CPU seconds per node, pings per node, each the median of --runs
              runs after one warm-up run; appends the rows to --results (JSON lines), so the sizes can be measured
-             in separate locked commands.
+             in separate locked commands. Each run of verify_network.yml is followed by one of the floor playbook
+             (below) with the same strategy's targets, so the table can show Ansible's own cost per node beside
+             ours (--no-floor: skip it).
   table      prints the rows of --results as a table, fits cost = a + b*N (least squares) to the controller and
              node figures of each strategy, and projects them to --project (default 64,256) nodes with
              --controller-cores C (default 8). A PROJECTION, with its assumptions printed.
@@ -185,22 +187,33 @@ def median_row(samples):
 def cmd_scale(args):
     report = str(REPO / '.sim' / 'bench-npu_network.json')
     for nodes in args.nodes:
-        inv = cluster(nodes, args.latency_ms)
         for strategy in args.strategies:
+            inv = cluster(nodes, args.latency_ms, strategy)  # the floor's targets are this strategy's plan
+            floor_inv = Path(str(inv) + '-floor')
             extra = {'npu_network_ping_strategy': strategy, 'npu_network_report_path': report,
                      'npu_network_ping_round': '0'}
             load = os.getloadavg()[0]
             playbook(OURS, inv, extra, nodes)  # warm-up: SSH control masters, page cache
-            samples = [playbook(OURS, inv, extra, nodes) for _run in range(args.runs)]
+            if args.floor:
+                playbook(FLOOR, floor_inv, None, nodes)
+            samples, floor = [], []
+            for _run in range(args.runs):  # interleaved, so that both meet the same machine
+                samples.append(playbook(OURS, inv, extra, nodes))
+                if args.floor:
+                    floor.append(playbook(FLOOR, floor_inv, None, nodes))
             pings = json.loads(Path(report).read_text())['pings']
             row = dict(median_row(samples), nodes=nodes, strategy=strategy, pings=pings, runs=args.runs,
                        latency_ms=args.latency_ms, cores=os.cpu_count(), forks=forks(), load=load, poll=POLL[0],
                        at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
+            if floor:
+                row['floor'] = median_row(floor)
             with open(str(args.results), 'a') as f:
                 f.write(json.dumps(row, sort_keys=True) + '\n')
             print('%-10s %3d nodes: %6.2f s wall, controller %.3f CPU-s/node, node %.3f CPU-s/node, %d pings/node '
                   '(forks %d, load %.1f)' % (strategy, nodes, row['wall'], row['controller'] / nodes,
-                                             row['node'] / nodes, pings // nodes, row['forks'], load))
+                                             row['node'] / nodes, pings // nodes, row['forks'], load)
+                  + ('; floor %.2f s wall, controller %.3f CPU-s/node' % (
+                      row['floor']['wall'], row['floor']['controller'] / nodes) if floor else ''))
             sys.stdout.flush()
 
 
@@ -248,16 +261,16 @@ def cmd_table(args):
           '(load: 1-minute load average before the runs)'
           % (any_row['latency_ms'], any_row['runs'], any_row['forks'], any_row['cores']))
     header = ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node', 'main CPU-s/node', 'node CPU-s/node', 'pings/node',
-              'load')
-    print('%-10s %5s %8s %15s %15s %15s %10s %5s' % header)
+              'load', 'floor ctrl/node')
+    print('%-10s %5s %8s %15s %15s %15s %10s %5s %15s' % header)
     fits = {}
     for strategy in strategies:
         sizes = sorted(n for s, n in rows if s == strategy)
         for n in sizes:
             r = rows[(strategy, n)]
-            print('%-10s %5d %8.2f %15.3f %15.3f %15.3f %10d %5.1f'
+            print('%-10s %5d %8.2f %15.3f %15.3f %15.3f %10d %5.1f %15s'
                   % (strategy, n, r['wall'], r['controller'] / n, r['main'] / n, r['node'] / n, r['pings'] // n,
-                     r.get('load', 0.0)))
+                     r.get('load', 0.0), '%.3f' % (r['floor']['controller'] / n) if 'floor' in r else '-'))
         if len(sizes) < 2:
             continue
         pick = [rows[(strategy, n)] for n in sizes]
@@ -270,11 +283,15 @@ def cmd_table(args):
             'sizes': sizes,
             'node_mean': statistics.mean(r['node'] / r['nodes'] for r in pick),
         }
+        if all('floor' in r for r in pick):
+            fits[strategy]['floor'] = fit(sizes, [r['floor']['controller'] for r in pick])
     print()
     print('fit cost = a + b*N (least squares over the sizes above)')
     for strategy, f in fits.items():
         for key, label in (('controller', 'controller CPU-s, whole run'), ('main', 'of it the main process  '),
-                           ('node', 'node CPU-s per node      ')):
+                           ('floor', "Ansible's floor, controller"), ('node', 'node CPU-s per node      ')):
+            if key not in f:
+                continue
             a, b, r2 = f[key]
             print('  %-10s %s: a = %7.3f, b = %7.4f per node (r^2 %.3f)' % (strategy, label, a, b, r2))
     c = args.controller_cores
@@ -321,6 +338,10 @@ def cmd_table(args):
             verdict = 'grows (%+.0f%% from %d to %d nodes)' % (100 * growth, f['sizes'][0], f['sizes'][-1])
         print('  %-10s controller at 64 nodes %.3f CPU-s/node (%s); node cost slope %+.4f s per node: %s'
               % (strategy, ctrl64, 'met' if ctrl64 <= 0.3 else 'NOT MET', node_b, verdict))
+        if 'floor' in f:
+            floor64 = (f['floor'][0] + f['floor'][1] * 64) / 64
+            print('  %-10s   Ansible\'s floor (the same two module round trips, nothing else) at 64 nodes %.3f '
+                  'CPU-s/node: ours is %+.3f (%.2fx)' % (strategy, floor64, ctrl64 - floor64, ctrl64 / floor64))
 
 
 def cmd_floor(args):
@@ -371,6 +392,8 @@ def main():
     ap.add_argument('--poll-interval', type=float, default=None,
                     help="Ansible's internal_poll_interval for the runs (default 0.001); table: the rows with it")
     ap.add_argument('--naive', action='store_true', help='floor: also time the naive transcription')
+    ap.add_argument('--no-floor', dest='floor', action='store_false',
+                    help='scale: do not also run the floor playbook (interleaved) at each size and strategy')
     args = ap.parse_args()
     if args.forks:
         EXTRA_ENV['ANSIBLE_FORKS'] = str(args.forks)
