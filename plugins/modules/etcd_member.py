@@ -455,14 +455,7 @@ def _initial_flags(module, p, members, endpoints, argv, result):
                                                     'unit\'s are kept' % p['data_dir'])
         return _etcd.with_initial_flags(argv, installed) if installed else argv
     others = [e for m, e in zip(members, endpoints) if m['name'] != p['name']]
-    listed = None
-    if others:
-        rc, out, dummy = _etcdctl(module, p, others, 'member', 'list')
-        if rc == 0:
-            try:
-                listed = _etcd.parse_member_list(out)
-            except ValueError:
-                listed = None
+    listed = _member_list(module, p, others) if others else None
     action, member_id = _etcd.join_decision(p['name'], own_peer, listed)
     who = ', '.join(m['name'] or m['id'] for m in listed or [])
     remove = 'ETCDCTL_API=3 etcdctl --endpoints=%s member remove %s' % (','.join(others), member_id)
@@ -496,16 +489,22 @@ def _initial_flags(module, p, members, endpoints, argv, result):
         '--initial-cluster-state': 'existing'})
 
 
+def _member_list(module, p, endpoints):
+    """The members that etcd at ``endpoints`` lists (``parse_member_list``), None when none answers readably."""
+    rc, out, dummy = _etcdctl(module, p, endpoints, 'member', 'list')
+    if rc != 0:
+        return None
+    try:
+        return _etcd.parse_member_list(out)
+    except ValueError:
+        return None
+
+
 def _check_own_peer_url(module, p, endpoints, own_peer, result):
     """A member with data whose peer URL the cluster lists otherwise (http against https, another address or port):
     restarted with the new one it would not reach its peers, so the task fails before anything changes. Nothing is
     checked when no member answers."""
-    rc, out, dummy = _etcdctl(module, p, endpoints, 'member', 'list')
-    try:
-        listed = _etcd.parse_member_list(out) if rc == 0 else []
-    except ValueError:
-        listed = []
-    mine = [m for m in listed if m['name'] == p['name']]
+    mine = [m for m in _member_list(module, p, endpoints) or [] if m['name'] == p['name']]
     if mine and mine[0]['peer_urls'] and own_peer not in mine[0]['peer_urls']:
         module.fail_json(msg='etcd member %s: the cluster lists it with the peer URL %s, but this run gives it %s '
                              '(peer TLS, kvpool_etcd_address or kvpool_etcd_peer_port changed): restarted so, it would '

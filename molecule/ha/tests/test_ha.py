@@ -96,16 +96,6 @@ def etcd_leader(node='node3'):
     return names.get(leaders.pop(), '') if len(leaders) == 1 else ''
 
 
-def wait_for(predicate, timeout, interval=0.1):
-    """Seconds until ``predicate()`` is true (polled every ``interval``), None after ``timeout``."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
-        time.sleep(interval)
-    return None
-
-
 def completion(node, prompt, timeout=30):
     return lib.http(ENDPOINT[node] + '/v1/completions', {'model': 'qwen', 'prompt': prompt, 'max_tokens': 2},
                     timeout=timeout)
@@ -226,7 +216,7 @@ def test_one_leader_one_standby_and_the_etcd_address(deployed):
 def kill_leader_drill(policy):
     """kill -9 of the leader's mooncake_master under a steady load; returns the figures (and asserts the goals)."""
     old = leader()
-    assert wait_for(lambda: cross_node_hit('node1', 'node2', prompt('before')), 20, 0.5) is not None
+    assert lib.wait_for(lambda: cross_node_hit('node1', 'node2', prompt('before')), 20, 0.5) is not None
     kept = prompt('kept')  # an object in the pool before the switch
     assert cross_node_hit('node2', 'node1', kept)
     before = dict((n, restarts(n)) for n in NODES)
@@ -236,9 +226,9 @@ def kill_leader_drill(policy):
         lib.sh(CONTAINER[old], 'systemctl kill -s KILL kvpool-mooncake-master')
         # systemd starts the killed master again within a second: it competes for the lease with the standby, so
         # either may be the next leader (both have empty metadata). The RPC port of the killed one closed at once.
-        t_serving = wait_for(lambda: serving(MASTERS), 30)
+        t_serving = lib.wait_for(lambda: serving(MASTERS), 30)
         new = [n for n in MASTERS if master_view(n)[2]]
-        t_pool = wait_for(lambda: cross_node_hit('node1', 'node3', prompt('after')), 60, 0.2)
+        t_pool = lib.wait_for(lambda: cross_node_hit('node1', 'node3', prompt('after')), 60, 0.2)
         t_pool = None if t_pool is None else round(t_pool + (t_serving or 0), 1)
         time.sleep(2.0)
     failed = load.failed()
@@ -295,11 +285,11 @@ def test_the_leaders_node_crashes_and_comes_back(deployed):
         time.sleep(1.0)
         crashed = time.monotonic()
         subprocess.run(['docker', 'kill', CONTAINER[old]], check=True, stdout=subprocess.DEVNULL)
-        t_serving = wait_for(lambda: serving([new]), 30)
+        t_serving = lib.wait_for(lambda: serving([new]), 30)
         # Mooncake 0.3.13.post1's store clients reattach 30-40 s later here (kvcache-ai/Mooncake#3740, fixed by #3743
         # after that release): their first switch lands in the new leader's warm-up, and the retry waits for an RPC
         # connect timeout of 30 s. A killed process (above) does not show it: its host still answers.
-        t_pool = wait_for(lambda: cross_node_hit(new, 'node3', prompt('alone')), 150, 0.2)
+        t_pool = lib.wait_for(lambda: cross_node_hit(new, 'node3', prompt('alone')), 150, 0.2)
         t_pool = None if t_pool is None else round(t_pool + (t_serving or 0), 1)
         time.sleep(2.0)
     failed = load.failed()
@@ -317,7 +307,7 @@ def test_the_leaders_node_crashes_and_comes_back(deployed):
         print('  failed request: %.1f s after the crash to %s: %s %s' % (r[0] - crashed, r[1], r[2], r[3]))
     assert t_serving is not None and t_pool is not None and after == before
     subprocess.run(['docker', 'start', CONTAINER[old]], check=True, stdout=subprocess.DEVNULL)
-    t_back = wait_for(lambda: master_view(old)[0] == 'standby' and lib.models(ENDPOINT[old]) == ['qwen'], 120, 0.3)
+    t_back = lib.wait_for(lambda: master_view(old)[0] == 'standby' and lib.models(ENDPOINT[old]) == ['qwen'], 120, 0.3)
     rc, out = etcdctl('endpoint health -w json')
     print('node %s started again: master standby and instance healthy after %s s; etcd: %s'
           % (old, '%.1f' % t_back if t_back else 'never', out.strip()))
@@ -335,7 +325,7 @@ def test_quorum_lost_is_named_and_the_instances_keep_serving(deployed):
     lead = leader()
     for node in ('node2', 'node3'):
         lib.sh(CONTAINER[node], 'systemctl stop kvpool-etcd')
-    t_down = wait_for(lambda: not any(master_view(n)[2] for n in MASTERS), 30)
+    t_down = lib.wait_for(lambda: not any(master_view(n)[2] for n in MASTERS), 30)
     served = [completion(n, prompt('no quorum'))[0] for n in NODES]
     pre = lib.playbook('preflight.yml', '-i', str(HA_INVENTORY))
     print('etcd quorum lost (2 of 3 members stopped): leader %s stopped serving RPC after %s s; the instances '
@@ -343,7 +333,7 @@ def test_quorum_lost_is_named_and_the_instances_keep_serving(deployed):
           % (lead, '%.1f' % t_down if t_down is not None else 'more than 30 (still serving)', served, pre.rc))
     for node in ('node2', 'node3'):
         lib.sh(CONTAINER[node], 'systemctl start kvpool-etcd')
-    t_back = wait_for(lambda: serving(MASTERS), 60)
+    t_back = lib.wait_for(lambda: serving(MASTERS), 60)
     print('etcd members started again: a leader serves RPC again after %s s' % ('%.1f' % t_back if t_back else 'never'))
     assert served == [200, 200, 200]
     assert pre.rc != 0 and 'have no quorum from this node: 0 of 3 healthy' in flat(pre.stdout), pre.stdout[-3000:]
@@ -456,7 +446,7 @@ def test_the_etcd_group_grown_from_one_member_to_three(deployed, tmp_path):
     rc, out = etcdctl('member list -w json')
     assert rc == 0 and sorted(m['name'] for m in json.loads(out)['members']) == list(NODES), out
     # the masters lost their leader key with the old etcd data: they elect again
-    assert wait_for(lambda: serving(MASTERS), 60) is not None
+    assert lib.wait_for(lambda: serving(MASTERS), 60) is not None
     again = site()
     assert again.rc == 0 and set(again.changed().values()) == {0}, again.changed_tasks()
 
@@ -518,7 +508,7 @@ def test_etcd_peer_tls(deployed, tmp_path):
         rc, known = lib.sh(CONTAINER['node1'], curl + ' --cert /etc/ascend-kvpool/etcd-tls/peer.pem '
                                                       '--key /etc/ascend-kvpool/etcd-tls/peer-key.pem 2>&1')
         assert rc == 0 and 'etcdserver' in known, known
-        assert wait_for(lambda: serving(MASTERS), 60) is not None
+        assert lib.wait_for(lambda: serving(MASTERS), 60) is not None
         again = site(extra_vars=tls)
         print('etcd peer TLS: peers %s; a peer without a certificate refused; second site.yml changed %s'
               % (', '.join(peers), again.changed()))
@@ -529,4 +519,4 @@ def test_etcd_peer_tls(deployed, tmp_path):
                                     '/etc/ascend-kvpool/etcd-tls')
         back = site()
         assert back.rc == 0, back.stdout[-4000:]
-    assert wait_for(lambda: serving(MASTERS), 60) is not None
+    assert lib.wait_for(lambda: serving(MASTERS), 60) is not None

@@ -113,6 +113,16 @@ def teardown(**kw):
     return playbook('teardown.yml', extra_vars=ev, **kw)
 
 
+def wait_for(predicate, timeout, interval=0.1):
+    """Seconds until ``predicate()`` is true (polled every ``interval``), None after ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(interval)
+    return None
+
+
 def sh(container, script, timeout=120):
     proc = subprocess.run(['docker', 'exec', container, 'sh', '-c', script], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)

@@ -33,15 +33,6 @@ def run(name, *args, **kw):
     return lib.playbook(name, *args, var_files=(ENGINE_VARS,), **kw)
 
 
-def wait_for(predicate, timeout, interval=0.2):
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
-        time.sleep(interval)
-    return None
-
-
 def completion(node, prompt, max_tokens=2):
     return lib.http(ENDPOINT[node] + '/v1/completions', {'model': 'qwen', 'prompt': prompt, 'max_tokens': max_tokens},
                     timeout=120)
@@ -126,7 +117,7 @@ def test_cross_instance_hits_through_the_pool(deployed):
             return False
         got['hits'] = lib.metric(ENDPOINT['node2'], 'vllm:external_prefix_cache_hits_total') - before
         return got['hits'] >= 128
-    seconds = wait_for(hit, 60, 0.5)
+    seconds = lib.wait_for(hit, 60, 0.5)
     print('cross-instance hits through MooncakeStoreConnector: %s tokens loaded on node2 from node1\'s blocks'
           % got.get('hits'))
     assert seconds is not None, got
@@ -137,8 +128,8 @@ def test_a_killed_instance_comes_back_through_its_unit(deployed):
     restarts = int(out.strip())
     killed = time.monotonic()
     lib.sh(lib.NODES['node2'], 'systemctl kill -s KILL %s' % UNIT)
-    assert wait_for(lambda: not healthy('node2'), 10, 0.05) is not None
-    back = wait_for(lambda: healthy('node2') and lib.models(ENDPOINT['node2']) == ['qwen'], 300)
+    assert lib.wait_for(lambda: not healthy('node2'), 10, 0.05) is not None
+    back = lib.wait_for(lambda: healthy('node2') and lib.models(ENDPOINT['node2']) == ['qwen'], 300, 0.2)
     rc, out = lib.sh(lib.NODES['node2'], 'systemctl show -p NRestarts --value %s' % UNIT)
     print('kill -9 of the real engine on node2: serving again %.1f s after the kill (systemd restart, the engine '
           'loading the model again); NRestarts %d -> %s' % ((back or -1) + 0.0, restarts, out.strip()))

@@ -33,15 +33,6 @@ def chat(prompt, max_tokens=4):
                                                       'messages': [{'role': 'user', 'content': prompt}]})
 
 
-def wait_for(predicate, timeout, step=0.1):
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
-        time.sleep(step)
-    return None
-
-
 def test_one_endpoint_lists_every_instance_and_serves():
     assert workers() == dict((u, True) for u in WORKERS)
     status, body = chat('hello through the router')
@@ -65,8 +56,8 @@ def test_a_killed_router_is_restarted_by_its_unit():
     rc, out = lib.sh(lib.NODES['node1'], 'systemctl kill -s KILL kvpool-router')
     assert rc == 0, out
     killed = time.monotonic()
-    down = wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] != 200, 5, 0.02)
-    back = wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] == 200 and workers() == dict(
+    down = lib.wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] != 200, 5, 0.02)
+    back = lib.wait_for(lambda: lib.http(ROUTER + '/health', timeout=1)[0] == 200 and workers() == dict(
         (u, True) for u in WORKERS), 30)
     print('router drill: kill -9 -> router serving again after %s s (seen down: %s)'
           % ('%.1f' % (time.monotonic() - killed) if back is not None else 'more than 30', down is not None))
@@ -98,12 +89,12 @@ def test_a_dead_worker_is_left_out_and_taken_back():
         t_stop = time.monotonic()
         rc, out = lib.sh(lib.NODES['node2'], 'systemctl stop kvpool-vllm-vllm-8002')
         assert rc == 0, out
-        left_out = wait_for(lambda: workers().get(WORKERS[1]) is False, 30)
+        left_out = lib.wait_for(lambda: workers().get(WORKERS[1]) is False, 30)
         verdict = time.monotonic()
         time.sleep(1)
         rc, out = lib.sh(lib.NODES['node2'], 'systemctl start kvpool-vllm-vllm-8002')
         assert rc == 0, out
-        back = wait_for(lambda: workers().get(WORKERS[1]) is True, 60)
+        back = lib.wait_for(lambda: workers().get(WORKERS[1]) is True, 60)
         time.sleep(1)
     finally:
         stop.set()

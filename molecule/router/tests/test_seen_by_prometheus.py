@@ -51,13 +51,10 @@ def alerts(name=None):
     return [a for a in found if name is None or a['labels']['alertname'] == name]
 
 
-def wait_for(predicate, timeout, step=0.2):
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return round(time.monotonic() - started, 1)
-        time.sleep(step)
-    return None
+def wait_for(predicate, timeout):
+    """Seconds (one decimal, for the drill's figures) until ``predicate()`` is true, None after ``timeout``."""
+    seconds = lib.wait_for(predicate, timeout, 0.2)
+    return None if seconds is None else round(seconds, 1)
 
 
 def test_every_master_instance_and_router_is_a_target_up_with_its_labels():
