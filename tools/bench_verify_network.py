@@ -117,6 +117,20 @@ def node_cpu(ids):
     return [int((CGROUP / cid / 'cpuacct.usage').read_text()) / 1e9 for cid in ids]
 
 
+def mem_available():
+    """MemAvailable of the machine, in bytes (/proc/meminfo)."""
+    with open('/proc/meminfo') as f:
+        for line in f:
+            if line.startswith('MemAvailable:'):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def mem_total():
+    with open('/proc/meminfo') as f:
+        return int(f.readline().split()[1]) * 1024  # MemTotal is the first line
+
+
 def mux_cpu():
     """{pid: CPU seconds} of the ssh control masters ('ssh: <path> [mux]') now running."""
     out = {}
@@ -151,14 +165,17 @@ def playbook(path, inv, extra=None, nodes=0):
         argv += ['-e', json.dumps(extra)]
     ids = container_ids(nodes) if nodes else []
     n0, m0 = node_cpu(ids), mux_cpu()
+    avail0 = mem_available()
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True)
     main = [0.0]
+    low = [avail0]  # the least MemAvailable seen during the run
 
     def poll():
         while proc.returncode is None:
             try:
+                low[0] = min(low[0], mem_available())
                 main[0] = own_cpu(proc.pid)
             except (IOError, OSError, IndexError, ValueError):
                 return
@@ -176,12 +193,16 @@ def playbook(path, inv, extra=None, nodes=0):
     node = sum(b - a for a, b in zip(n0, node_cpu(ids)))
     if proc.returncode != 0:
         sys.exit('%s failed (rc %d):\n%s' % (path, proc.returncode, out[-3000:]))
+    # mem: the most memory the run took from the machine (controller, its forks, ssh and the mock nodes: the drop
+    # of MemAvailable, sampled every 20 ms); rss: the largest single controller process (ru_maxrss, KiB).
     return {'wall': wall, 'controller': usage.ru_utime + usage.ru_stime + mux, 'main': main[0], 'node': node,
-            'stdout': out}
+            'mem': max(0, avail0 - low[0]) / 1048576.0, 'rss': usage.ru_maxrss / 1024.0, 'stdout': out}
 
 
 def median_row(samples):
-    return dict((key, statistics.median(s[key] for s in samples)) for key in ('wall', 'controller', 'main', 'node'))
+    row = dict((key, statistics.median(s[key] for s in samples)) for key in ('wall', 'controller', 'main', 'node'))
+    row.update(mem=max(s['mem'] for s in samples), rss=max(s['rss'] for s in samples))  # the worst run
+    return row
 
 
 def cmd_scale(args):
@@ -209,9 +230,10 @@ def cmd_scale(args):
                 row['floor'] = median_row(floor)
             with open(str(args.results), 'a') as f:
                 f.write(json.dumps(row, sort_keys=True) + '\n')
-            print('%-10s %3d nodes: %6.2f s wall, controller %.3f CPU-s/node, node %.3f CPU-s/node, %d pings/node '
-                  '(forks %d, load %.1f)' % (strategy, nodes, row['wall'], row['controller'] / nodes,
-                                             row['node'] / nodes, pings // nodes, row['forks'], load)
+            print('%-10s %3d nodes: %6.2f s wall, controller %.3f CPU-s/node, node %.3f CPU-s/node, %d pings/node, '
+                  'memory %.0f MB (forks %d, load %.1f)'
+                  % (strategy, nodes, row['wall'], row['controller'] / nodes, row['node'] / nodes, pings // nodes,
+                     row['mem'], row['forks'], load)
                   + ('; floor %.2f s wall, controller %.3f CPU-s/node' % (
                       row['floor']['wall'], row['floor']['controller'] / nodes) if floor else ''))
             sys.stdout.flush()
@@ -261,16 +283,18 @@ def cmd_table(args):
           '(load: 1-minute load average before the runs)'
           % (any_row['latency_ms'], any_row['runs'], any_row['forks'], any_row['cores']))
     header = ('strategy', 'nodes', 'wall s', 'ctrl CPU-s/node', 'main CPU-s/node', 'node CPU-s/node', 'pings/node',
-              'load', 'floor ctrl/node')
-    print('%-10s %5s %8s %15s %15s %15s %10s %5s %15s' % header)
+              'load', 'floor ctrl/node', 'floor node/node', 'mem MB')
+    print('%-10s %5s %8s %15s %15s %15s %10s %5s %15s %15s %7s' % header)
     fits = {}
     for strategy in strategies:
         sizes = sorted(n for s, n in rows if s == strategy)
         for n in sizes:
             r = rows[(strategy, n)]
-            print('%-10s %5d %8.2f %15.3f %15.3f %15.3f %10d %5.1f %15s'
+            print('%-10s %5d %8.2f %15.3f %15.3f %15.3f %10d %5.1f %15s %15s %7s'
                   % (strategy, n, r['wall'], r['controller'] / n, r['main'] / n, r['node'] / n, r['pings'] // n,
-                     r.get('load', 0.0), '%.3f' % (r['floor']['controller'] / n) if 'floor' in r else '-'))
+                     r.get('load', 0.0), '%.3f' % (r['floor']['controller'] / n) if 'floor' in r else '-',
+                     '%.3f' % (r['floor']['node'] / n) if 'floor' in r else '-',
+                     '%.0f' % r['mem'] if 'mem' in r else '-'))
         if len(sizes) < 2:
             continue
         pick = [rows[(strategy, n)] for n in sizes]
@@ -285,11 +309,22 @@ def cmd_table(args):
         }
         if all('floor' in r for r in pick):
             fits[strategy]['floor'] = fit(sizes, [r['floor']['controller'] for r in pick])
+            fits[strategy]['floor_node'] = fit(sizes, [r['floor']['node'] / r['nodes'] for r in pick])
+            fits[strategy]['floor_node_mean'] = statistics.mean(r['floor']['node'] / r['nodes'] for r in pick)
+    with_mem = [r for r in rows.values() if 'mem' in r]
+    if with_mem:
+        worst = max(with_mem, key=lambda r: r['mem'])
+        print('mem MB: the most memory a run took from the machine (the drop of MemAvailable during it: controller, '
+              'forks, ssh and mock nodes), the worst of the runs. Largest: %.0f MB (%s, %d nodes) of MemTotal %.0f MB;'
+              ' the largest single controller process %.0f MB.'
+              % (worst['mem'], worst['strategy'], worst['nodes'], mem_total() / 1048576.0,
+                 max(r['rss'] for r in with_mem)))
     print()
     print('fit cost = a + b*N (least squares over the sizes above)')
     for strategy, f in fits.items():
         for key, label in (('controller', 'controller CPU-s, whole run'), ('main', 'of it the main process  '),
-                           ('floor', "Ansible's floor, controller"), ('node', 'node CPU-s per node      ')):
+                           ('floor', "Ansible's floor, controller"), ('node', 'node CPU-s per node      '),
+                           ('floor_node', "floor's node CPU-s per node")):
             if key not in f:
                 continue
             a, b, r2 = f[key]
@@ -329,13 +364,23 @@ def cmd_table(args):
     for strategy, f in fits.items():
         ctrl64 = (f['controller'][0] + f['controller'][1] * 64) / 64
         node_b = f['node'][1]
-        growth = node_b * (f['sizes'][-1] - f['sizes'][0]) / max(f['node_mean'], 1e-9)
+        span = f['sizes'][-1] - f['sizes'][0]
+        growth = node_b * span / max(f['node_mean'], 1e-9)
+        # The floor runs the same modules with the same targets on the same nodes: the node work per node is the
+        # same, so what its node cost does with N is the shared machine (contention), which ours shares too.
+        floor_growth = (f['floor_node'][1] * span / max(f['floor_node_mean'], 1e-9)) if 'floor_node' in f else None
         if node_b <= 0:
             verdict = 'flat (no growth measured)'
         elif growth <= 0.1:
             verdict = 'flat (%+.0f%% from %d to %d nodes)' % (100 * growth, f['sizes'][0], f['sizes'][-1])
+        elif floor_growth is not None and growth - floor_growth <= 0.05:
+            verdict = ('flat against the floor (%+.0f%% from %d to %d nodes, the floor\'s identical node work %+.0f%%: '
+                       'the shared cores\' contention, not our work)'
+                       % (100 * growth, f['sizes'][0], f['sizes'][-1], 100 * floor_growth))
         else:
-            verdict = 'grows (%+.0f%% from %d to %d nodes)' % (100 * growth, f['sizes'][0], f['sizes'][-1])
+            verdict = 'grows (%+.0f%% from %d to %d nodes%s)' % (
+                100 * growth, f['sizes'][0], f['sizes'][-1],
+                '' if floor_growth is None else '; the floor %+.0f%%' % (100 * floor_growth))
         print('  %-10s controller at 64 nodes %.3f CPU-s/node (%s); node cost slope %+.4f s per node: %s'
               % (strategy, ctrl64, 'met' if ctrl64 <= 0.3 else 'NOT MET', node_b, verdict))
         if 'floor' in f:

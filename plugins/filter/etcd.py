@@ -10,8 +10,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _etcd
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+_etcd = lazy.module('module_utils._etcd')
+format_host_port = lazy.function('module_utils._mooncake', 'format_host_port')
 
 
 def _var(hostvars, host, name, default):

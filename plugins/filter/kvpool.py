@@ -20,8 +20,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _preflight
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight, sizes
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+_preflight = lazy.module('module_utils._preflight')
+sizes = lazy.module('plugin_utils.sizes')
 
 _RAISE = object()
 
@@ -47,9 +49,9 @@ class FilterModule(object):
     def filters(self):
         return {
             'size_bytes': size_bytes,
-            'memory_shortfall': preflight.memory_shortfall,
-            'hash_seed_mismatch': preflight.hash_seed_mismatch,
-            'master_host': preflight.master_host,
-            'master_endpoint': preflight.master_endpoint,
+            'memory_shortfall': lazy.function('plugin_utils.preflight', 'memory_shortfall'),
+            'hash_seed_mismatch': lazy.function('plugin_utils.preflight', 'hash_seed_mismatch'),
+            'master_host': lazy.function('plugin_utils.preflight', 'master_host'),
+            'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
             'glibc_version': glibc_version,
         }

@@ -10,7 +10,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_plan
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+bench_plan = lazy.module('plugin_utils.bench_plan')
 
 
 def kvpool_benchmark_plan(settings, hostvars, groups):

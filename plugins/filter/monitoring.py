@@ -10,7 +10,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import monitoring
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+monitoring = lazy.module('plugin_utils.monitoring')
 
 
 def kvpool_monitoring_targets(settings, hostvars, groups):

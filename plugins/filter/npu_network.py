@@ -10,13 +10,17 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import npu_network
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+npu_network = lazy.module('plugin_utils.npu_network')
 
 
-def hccn_ping_targets(ips_by_node, node, strategy='same_index', k=npu_network.SAMPLED_K_DEFAULT, seed=0,
+def hccn_ping_targets(ips_by_node, node, strategy='same_index', k=None, seed=0,
                       round_=None):
     """Ping targets of ``node``: see plugin_utils.npu_network.ping_plan. ``round_`` None or empty: the UTC day
-    number (plugin_utils.npu_network.default_round)."""
+    number (plugin_utils.npu_network.default_round). ``k`` None: SAMPLED_K_DEFAULT."""
+    if k is None:
+        k = npu_network.SAMPLED_K_DEFAULT
     try:
         return npu_network.hccn_ping_targets(ips_by_node, node, strategy, k, seed, ping_round(round_))
     except ValueError as e:

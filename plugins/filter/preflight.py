@@ -8,16 +8,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import (
-    host_path,
-    master_reached,
-    preflight_findings,
-)
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 
 class FilterModule(object):
     """ascend.kvpool pre-flight filters."""
 
     def filters(self):
-        return {'preflight_findings': preflight_findings, 'preflight_host_path': host_path,
-                'preflight_master_reached': master_reached}
+        return {'preflight_findings': lazy.function('plugin_utils.preflight', 'preflight_findings'),
+                'preflight_host_path': lazy.function('plugin_utils.preflight', 'host_path'),
+                'preflight_master_reached': lazy.function('plugin_utils.preflight', 'master_reached')}

@@ -12,8 +12,10 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _router
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import router_plan
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+_router = lazy.module('module_utils._router')
+router_plan = lazy.module('plugin_utils.router_plan')
 
 display = Display()
 

@@ -14,7 +14,9 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
+
+vllm_plan = lazy.module('plugin_utils.vllm_plan')
 
 display = Display()
 
@@ -40,5 +42,5 @@ class FilterModule(object):
     def filters(self):
         return {
             'vllm_instance_plan': vllm_instance_plan,
-            'vllm_instance_status': vllm_plan.vllm_instance_status,
+            'vllm_instance_status': lazy.function('plugin_utils.vllm_plan', 'vllm_instance_status'),
         }

@@ -232,7 +232,8 @@ def node_result(hccn=None, ping=None):
         'errors': errors,
         'findings': hccn.get('failed_checks') or [],
         'tls': hccn.get('tls') or {},
-        'ping': ({'count': len(ping.get('results') or []), 'failed_pairs': ping['failed_pairs']}
+        'ping': ({'count': ping['results#'] if 'results#' in ping else len(ping.get('results') or []),
+                  'failed_pairs': ping['failed_pairs']}
                  if ping.get('failed_pairs') is not None else {}),
     }
 

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import traceback
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
@@ -47,6 +48,31 @@ def host_values(hostvars, var, hosts):
         values = hostvars.get(host) or {}
         if var in values:
             out[host] = json.loads(json.dumps(values[var], default=str))
+    return out
+
+
+def host_results(hostvars, var, hosts, keys):
+    """``{host: {key: value}}`` of the registered module result ``var`` of each of ``hosts`` that has it, with only
+    ``keys`` (a key ending in ``#`` gives the length of that list: ``results#``), as plain JSON data.
+
+    The host variables are read raw (``HostVars.raw_get``, where there is one): a module's result holds no template,
+    and templating a whole registered result costs ansible-core 2.19 about 15 ms per host for hccn_facts' 58 KB,
+    in the report's one worker, for every node."""
+    raw_get = getattr(hostvars, 'raw_get', None)
+    out = {}
+    for host in hosts:
+        if host not in hostvars:
+            continue
+        values = raw_get(host) if raw_get is not None else hostvars.get(host)
+        result = values.get(var) if isinstance(values, Mapping) else None
+        if not isinstance(result, Mapping):
+            continue
+        picked = {}
+        for key in keys:
+            name = key.rstrip('#')
+            if name in result:
+                picked[key] = len(result[name] or []) if key.endswith('#') else result[name]
+        out[host] = json.loads(json.dumps(picked, default=str))
     return out
 
 

@@ -31,11 +31,15 @@ COLLECTIONS = os.path.dirname(os.path.dirname(os.path.dirname(ROOT)))           
 
 
 def test_the_filters_are_the_shared_functions():
+    # Each filter calls the shared function (imported at the first call: plugin_utils/lazy.py).
     filters = kvpool.FilterModule().filters()
-    assert filters['memory_shortfall'] is preflight.memory_shortfall
-    assert filters['hash_seed_mismatch'] is preflight.hash_seed_mismatch
-    assert filters['master_host'] is preflight.master_host
-    assert filters['master_endpoint'] is preflight.master_endpoint
+    assert filters['memory_shortfall'](GIB, [4], GIB, GIB) == preflight.memory_shortfall(GIB, [4], GIB, GIB) != ''
+    plans = [{'host': 'n1', 'instances': [{'name': 'i0', 'env': {'PYTHONHASHSEED': '1'}}]},
+             {'host': 'n2', 'instances': [{'name': 'i0', 'env': {'PYTHONHASHSEED': '2'}}]}]
+    assert filters['hash_seed_mismatch'](plans) == preflight.hash_seed_mismatch(plans)
+    hostvars = {'m1': {'ansible_host': '10.0.0.1'}}
+    assert filters['master_host'](['m1'], hostvars) == preflight.master_host(['m1'], hostvars) == '10.0.0.1'
+    assert filters['master_endpoint'](['m1'], hostvars, 50088) == '10.0.0.1:50088'
     assert filters['size_bytes'] is kvpool.size_bytes
 
 

@@ -158,7 +158,8 @@ def test_clean_two_node_deployment_has_no_finding(npu_smi):
 
 
 def test_filter_plugin_is_the_judgement():
-    assert preflight_filter.FilterModule().filters()['preflight_findings'] is preflight_findings
+    nodes = two_nodes()
+    assert preflight_filter.FilterModule().filters()['preflight_findings'](nodes) == preflight_findings(nodes)
 
 
 def test_no_records_no_findings():
@@ -501,7 +502,8 @@ def test_master_reached_only_when_every_node_connected_to_its_target():
     ha[1]['master']['target'] = ''
     assert master_reached(ha) is False                                            # no target: nothing was tried
     assert master_reached([]) is False and master_reached([None]) is False        # the pre-flight did not run
-    assert preflight_filter.FilterModule().filters()['preflight_master_reached'] is master_reached
+    reached = preflight_filter.FilterModule().filters()['preflight_master_reached']
+    assert reached(two_nodes()) is True and reached(ha) is False
 
 
 def test_ha_master_without_target_is_not_checked():
