@@ -117,18 +117,13 @@ def node_cpu(ids):
     return [int((CGROUP / cid / 'cpuacct.usage').read_text()) / 1e9 for cid in ids]
 
 
-def mem_available():
-    """MemAvailable of the machine, in bytes (/proc/meminfo)."""
+def meminfo(field='MemAvailable'):
+    """``field`` of /proc/meminfo (MemAvailable, MemTotal), in bytes; 0 when absent."""
     with open('/proc/meminfo') as f:
         for line in f:
-            if line.startswith('MemAvailable:'):
+            if line.startswith(field + ':'):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def mem_total():
-    with open('/proc/meminfo') as f:
-        return int(f.readline().split()[1]) * 1024  # MemTotal is the first line
 
 
 def mux_cpu():
@@ -165,7 +160,7 @@ def playbook(path, inv, extra=None, nodes=0):
         argv += ['-e', json.dumps(extra)]
     ids = container_ids(nodes) if nodes else []
     n0, m0 = node_cpu(ids), mux_cpu()
-    avail0 = mem_available()
+    avail0 = meminfo()
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True)
@@ -175,7 +170,7 @@ def playbook(path, inv, extra=None, nodes=0):
     def poll():
         while proc.returncode is None:
             try:
-                low[0] = min(low[0], mem_available())
+                low[0] = min(low[0], meminfo())
                 main[0] = own_cpu(proc.pid)
             except (IOError, OSError, IndexError, ValueError):
                 return
@@ -317,7 +312,7 @@ def cmd_table(args):
         print('mem MB: the most memory a run took from the machine (the drop of MemAvailable during it: controller, '
               'forks, ssh and mock nodes), the worst of the runs. Largest: %.0f MB (%s, %d nodes) of MemTotal %.0f MB;'
               ' the largest single controller process %.0f MB.'
-              % (worst['mem'], worst['strategy'], worst['nodes'], mem_total() / 1048576.0,
+              % (worst['mem'], worst['strategy'], worst['nodes'], meminfo('MemTotal') / 1048576.0,
                  max(r['rss'] for r in with_mem)))
     print()
     print('fit cost = a + b*N (least squares over the sizes above)')

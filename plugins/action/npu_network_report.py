@@ -13,8 +13,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import node_result
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import host_results, host_values
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
 FACTS_KEYS = ('failed', 'msg', 'device_ids', 'failed_checks', 'tls', 'ips')
@@ -43,14 +42,14 @@ class ActionModule(ControllerReportAction):
         if all_hosts is None:
             all_hosts = task_vars.get('ansible_play_hosts_all', hosts)
         # Only what the report reads of each registered result (hccn_facts returns ~58 KB per node).
-        facts = host_results(task_vars['hostvars'], args['facts_var'], hosts, FACTS_KEYS)
+        facts = host_values(task_vars['hostvars'], args['facts_var'], hosts, FACTS_KEYS)
         # A merged result variable (result_var, or the earlier layout's npu_network_node_result) wins; otherwise
         # each node's result is built from its registered hccn_facts / hccn_ping results.
         merged = host_values(task_vars['hostvars'], args['result_var'] or 'npu_network_node_result', hosts)
         if args['result_var']:
             node_results = merged
         else:
-            pings = host_results(task_vars['hostvars'], args['ping_var'], hosts, PING_KEYS)
+            pings = host_values(task_vars['hostvars'], args['ping_var'], hosts, PING_KEYS)
             node_results = dict((host, merged[host] if host in merged else node_result(facts.get(host),
                                                                                        pings.get(host)))
                                 for host in hosts)

@@ -40,39 +40,29 @@ def write_atomic(path, text):
             os.unlink(tmp)
 
 
-def host_values(hostvars, var, hosts):
+def host_values(hostvars, var, hosts, keys=None):
     """``{host: value}`` of the host variable ``var`` of each of ``hosts`` that has it, as plain JSON data
-    (templated, lazily evaluated host variables resolved)."""
-    out = {}
-    for host in hosts:
-        values = hostvars.get(host) or {}
-        if var in values:
-            out[host] = json.loads(json.dumps(values[var], default=str))
-    return out
+    (templated, lazily evaluated host variables resolved).
 
-
-def host_results(hostvars, var, hosts, keys):
-    """``{host: {key: value}}`` of the registered module result ``var`` of each of ``hosts`` that has it, with only
-    ``keys`` (a key ending in ``#`` gives the length of that list: ``results#``), as plain JSON data.
-
-    The host variables are read raw (``HostVars.raw_get``, where there is one): a module's result holds no template,
-    and templating a whole registered result costs ansible-core 2.19 about 15 ms per host for hccn_facts' 58 KB,
-    in the report's one worker, for every node."""
-    raw_get = getattr(hostvars, 'raw_get', None)
+    With ``keys``, for a registered module result: only those keys of it (a key ending in ``#`` gives the length of
+    that list: ``results#``), read raw (``HostVars.raw_get``, where there is one). A module's result holds no
+    template, and templating a whole registered result costs ansible-core 2.19 about 15 ms per host for
+    hccn_facts' 58 KB, in the report's one worker, for every node."""
+    raw_get = getattr(hostvars, 'raw_get', None) if keys is not None else None
     out = {}
     for host in hosts:
         if host not in hostvars:
             continue
-        values = raw_get(host) if raw_get is not None else hostvars.get(host)
-        result = values.get(var) if isinstance(values, Mapping) else None
-        if not isinstance(result, Mapping):
+        values = (raw_get(host) if raw_get is not None else hostvars.get(host)) or {}
+        if var not in values:
             continue
-        picked = {}
-        for key in keys:
-            name = key.rstrip('#')
-            if name in result:
-                picked[key] = len(result[name] or []) if key.endswith('#') else result[name]
-        out[host] = json.loads(json.dumps(picked, default=str))
+        value = values[var]
+        if keys is not None:
+            if not isinstance(value, Mapping):
+                continue
+            value = dict((key, len(value[key.rstrip('#')] or []) if key.endswith('#') else value[key])
+                         for key in keys if key.rstrip('#') in value)
+        out[host] = json.loads(json.dumps(value, default=str))
     return out
 
 

@@ -20,7 +20,6 @@ from ansible_collections.ascend.kvpool.plugins.action import npu_network_report 
 from ansible_collections.ascend.kvpool.plugins.action import vllm_instance_report as vllm_instance_action
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
     ControllerReportAction,
-    host_results,
     host_values,
     write_atomic,
     write_json_report,
@@ -63,7 +62,7 @@ def test_host_values_keeps_the_hosts_that_have_the_variable_as_plain_data():
     assert host_values(hostvars, 'st', ['node1', 'node2', 'node3']) == {'node1': [{'port': 8002, 'extra': 'rendered'}]}
 
 
-def test_host_results_reads_only_the_named_keys_of_each_registered_result_raw():
+def test_host_values_with_keys_reads_only_those_keys_of_each_registered_result_raw():
     class HostVars(dict):  # what the action gets: raw_get skips templating (a module result holds no template)
         def raw_get(self, host):
             return dict.__getitem__(self, host)
@@ -77,10 +76,10 @@ def test_host_results_reads_only_the_named_keys_of_each_registered_result_raw():
     big = {'failed': False, 'ips': {'0': '29.1.1.80'}, 'devices': {'0': {'lldp': 'x' * 50000}},
            'results': [{'ok': True}] * 3}
     hostvars = HostVars(node1={'r': big}, node2={'r': {'skipped': True}}, node3={'other': 1}, node4={'r': 'text'})
-    assert host_results(hostvars, 'r', ['node1', 'node2', 'node3', 'node4', 'gone'], ('failed', 'ips', 'results#')) \
+    assert host_values(hostvars, 'r', ['node1', 'node2', 'node3', 'node4', 'gone'], ('failed', 'ips', 'results#')) \
         == {'node1': {'failed': False, 'ips': {'0': '29.1.1.80'}, 'results#': 3}, 'node2': {}}
     # A plain mapping (no raw_get) is read as it is.
-    assert host_results({'n': {'r': {'msg': 'm'}}}, 'r', ['n'], ('msg', 'failed_pairs')) == {'n': {'msg': 'm'}}
+    assert host_values({'n': {'r': {'msg': 'm'}}}, 'r', ['n'], ('msg', 'failed_pairs')) == {'n': {'msg': 'm'}}
 
 
 def test_write_json_report_expands_the_path_and_writes_sorted_json(tmp_path, monkeypatch):
