@@ -7,12 +7,15 @@
 No I/O here: text and values in, data out, so everything is unit-tested without a node.
 
 Facts used (Mooncake 0.3.x, vllm-ascend):
-- ``mooncake_master`` is a gflags program; ``--port`` and ``--max_threads`` exist in every release (newer ones
-  prefer ``--rpc_port`` / ``--rpc_thread_num`` and mark the old names deprecated). :func:`master_flag_names` gives
-  the spellings of the declared Mooncake version: the legacy ones when no version is declared or before 0.3.12
-  (the guide's v0.3.9 knows only those, and only ``--etcd_endpoints`` for HA), the preferred ones from 0.3.12
-  (``--rpc_port``, ``--rpc_thread_num``, HA through ``--ha_backend_type=etcd --ha_backend_connstring=...``;
-  ``mooncake_master --helpfull`` of PyPI 0.3.13.post1 lists all of them, ``--port``/``--max_threads`` as deprecated).
+- ``mooncake_master`` is a gflags program that exits on a flag it does not know. :func:`master_flag_names` gives
+  the spelling of each managed setting for the declared Mooncake version, from :data:`FLAG_SPELLINGS`, which was
+  checked against the real ``mooncake_master`` of PyPI's ``mooncake-transfer-engine-non-cuda`` 0.3.9,
+  0.3.11.post1, 0.3.12.post1 and 0.3.13.post1 (``--helpfull`` and the startup line ``Master service started on
+  port ...``; ``tests/mooncake_matrix`` starts each with what the collection renders):
+  the thread count is ``--rpc_thread_num`` on every one of them (``--max_threads`` is accepted but capped at the
+  host's CPU count), ``--metrics_host`` exists only from 0.3.13, ``--rpc_port`` and
+  ``--ha_backend_type=etcd --ha_backend_connstring`` are written from 0.3.12 (``--port`` / ``--etcd_endpoints``
+  before, which every release reads). :func:`unsupported_settings` names what a release cannot honour.
 - ``mooncake.json`` sizes are bytes; vllm-ascend also reads strings such as ``"100GB"`` (1024-based).
 - The master address is ``host:port``, or ``etcd://h1:2379;h2:2379`` when the masters run in HA mode.
 """
@@ -59,8 +62,22 @@ MASTER_FLAGS = [
 
 WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]')
 
-# From this Mooncake version the master's preferred flag names are rendered (see master_flag_names).
+# From this Mooncake version the master's preferred RPC port and HA spellings are rendered.
 NEW_FLAGS_SINCE = (0, 3, 12)
+# The first version whose master has --metrics_host (PyPI 0.3.12.post1 refuses it, 0.3.13.post1 lists it).
+METRICS_HOST_SINCE = (0, 3, 13)
+# {setting: ((since, gflags name or None), ...)}: the last entry whose ``since`` is at or below the declared version
+# applies (``since`` None: every version, and an undeclared one); a None name means the release has no such flag.
+# Checked against the real masters of 0.3.9, 0.3.11.post1, 0.3.12.post1, 0.3.13.post1 (tests/mooncake_matrix).
+# Settings not listed keep the name of MASTER_FLAGS.
+FLAG_SPELLINGS = {
+    'port': ((None, 'port'), (NEW_FLAGS_SINCE, 'rpc_port')),
+    # --max_threads is min(value, CPU count) in every release; --rpc_thread_num is applied as given.
+    'max_threads': ((None, 'rpc_thread_num'),),
+    # An undeclared version gets the flag as asked (a release without it names the fix at start).
+    'metrics_address': ((None, 'metrics_host'), ((0, 0, 0), None), (METRICS_HOST_SINCE, 'metrics_host')),
+    'etcd_endpoints': ((None, 'etcd_endpoints'), (NEW_FLAGS_SINCE, 'ha_backend_connstring')),
+}
 # Defaults of mooncake_master that changed in 0.3.12 (the collection sets its own values where it matters):
 # (flag, default through 0.3.11, default from 0.3.12).
 CHANGED_DEFAULTS = (
@@ -83,14 +100,29 @@ def parse_mooncake_version(text):
 
 
 def master_flag_names(mooncake_version=None):
-    """{setting name: gflags name} for the declared Mooncake version ('' or None: the legacy names, which every
-    0.3.x release accepts). ``etcd_endpoints`` maps to ``ha_backend_connstring`` from 0.3.12, rendered together
-    with ``--ha_backend_type=etcd`` by :func:`build_master_argv`."""
+    """{setting name: gflags name, or None where the declared release has no such flag} for ``mooncake_version``
+    ('' or None: undeclared). ``ha_backend_connstring`` is rendered together with ``--ha_backend_type=etcd`` by
+    :func:`build_master_argv`."""
     names = dict(MASTER_FLAGS)
     parsed = parse_mooncake_version(mooncake_version)
-    if parsed is not None and parsed >= NEW_FLAGS_SINCE:
-        names.update({'port': 'rpc_port', 'max_threads': 'rpc_thread_num', 'etcd_endpoints': 'ha_backend_connstring'})
+    for setting, spellings in FLAG_SPELLINGS.items():
+        for since, flag in spellings:
+            if since is None or (parsed is not None and parsed >= since):
+                names[setting] = flag
     return names
+
+
+def unsupported_settings(settings, mooncake_version=None):
+    """[(setting name, warning)] of the ``settings`` (:func:`master_settings`) that the declared release cannot take,
+    which :func:`build_master_argv` leaves out; the warning says what happens instead and the fix."""
+    names = master_flag_names(mooncake_version)
+    out = []
+    if settings.get('metrics_address') not in (None, '') and names['metrics_address'] is None:
+        out.append(('metrics_address', 'Mooncake %s has no --metrics_host (0.3.13 and later have it): metrics_address '
+                    '%s is left out, so the master\'s /metrics and /health server listens on every address of the '
+                    'host. Firewall its port, or run Mooncake 0.3.13 or later and declare it (mooncake_version; role: '
+                    'mooncake_master_mooncake_version).' % (mooncake_version, settings['metrics_address'])))
+    return out
 
 
 # --- sizes ---------------------------------------------------------------------------------------------------------
@@ -200,11 +232,12 @@ def master_settings(params):
 
 def build_master_argv(binary, settings, extra_args=None, mooncake_version=None):
     """``[binary, --flag=value, ...] + extra_args`` in a stable order, spelled for ``mooncake_version``
-    (:func:`master_flag_names`)."""
+    (:func:`master_flag_names`); a setting the release has no flag for is left out (:func:`unsupported_settings`
+    says which)."""
     names = master_flag_names(mooncake_version)
     argv = [str(binary)]
     for name, _legacy in MASTER_FLAGS:
-        if name in settings:
+        if name in settings and names[name]:
             if names[name] == 'ha_backend_connstring':
                 argv.append('--ha_backend_type=etcd')
             argv.append('--%s=%s' % (names[name], format_flag_value(settings[name])))
@@ -260,13 +293,14 @@ def log_errors(text, limit=5):
 
 # Flags the module writes that not every Mooncake release knows: what to do when the master rejects one.
 _NEWER_FLAGS = {
-    'metrics_host': 'This Mooncake release has no --metrics_host: leave metrics_address unset '
-                    '(role: mooncake_master_metrics_address: ""), its metrics server then listens on all addresses',
+    'metrics_host': 'This Mooncake release has no --metrics_host (0.3.13 and later have it): declare the version '
+                    'that runs (mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.11.post1"), so '
+                    'the flag is left out, or leave metrics_address unset (role: mooncake_master_metrics_address: "")',
 }
 for _flag in ('rpc_port', 'rpc_thread_num', 'ha_backend_type', 'ha_backend_connstring'):
-    _NEWER_FLAGS[_flag] = ('This Mooncake release has no --%s (0.3.12+ spelling): declare the version that runs '
-                           '(mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.9"), so the legacy '
-                           'flags --port / --max_threads / --etcd_endpoints are written' % _flag)
+    _NEWER_FLAGS[_flag] = ('This Mooncake release has no --%s: declare the version that runs '
+                           '(mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.9"), so the '
+                           'spellings of that release are written' % _flag)
 _UNKNOWN_FLAG = re.compile(r"unknown command line flag '([A-Za-z0-9_]+)'")
 
 

@@ -19,6 +19,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import socket
 import time
 
@@ -81,6 +82,25 @@ def parse_cmdline(raw):
     if parts and parts[-1] == b'':
         parts = parts[:-1]
     return [p.decode('utf-8', 'replace') for p in parts]
+
+
+_PYTHON_NAME = re.compile(r'^python[0-9.]*$')
+
+
+def wrapper_child(argv, children, name):
+    """The pid of the real ``name`` process when ``argv`` (a main process's) is a Python console script named
+    ``name`` that runs it as a child, else None. ``children``: [(pid, argv)] of that process's children.
+
+    The wheel's ``mooncake_master`` up to 0.3.12.post1 is such a script (``subprocess.call`` of the packaged
+    binary); from 0.3.13 it ``exec``s the binary, so the main process is the master itself."""
+    if not argv or len(argv) < 2 or not _PYTHON_NAME.match(os.path.basename(argv[0])):
+        return None
+    if os.path.basename(argv[1]) != name:
+        return None
+    for pid, child in children:
+        if child and os.path.basename(child[0]) == name and not _PYTHON_NAME.match(os.path.basename(child[0])):
+            return pid
+    return None
 
 
 def cmdline_matches(actual, expected):

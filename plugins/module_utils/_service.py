@@ -801,9 +801,17 @@ def remove_file(path):
 class Engine(object):
     """Decide, write, (re)start, gate and report one service; the modules call ``ensure`` and ``stop``."""
 
-    def __init__(self, module, backend):
+    def __init__(self, module, backend, finish=None):
+        """``finish(result)``, when given, completes a successful result before the module exits with it (the
+        master module points ``pid`` at the real master behind the wheel's wrapper)."""
         self.module = module
         self.backend = backend
+        self.finish = finish
+
+    def _exit(self, result):
+        if self.finish is not None:
+            self.finish(result)
+        self.module.exit_json(**result)
 
     # -- the old layout ----------------------------------------------------------------------------------------
     def legacy(self, record):
@@ -925,7 +933,7 @@ class Engine(object):
             plan['before']
 
         if action == 'none':
-            module.exit_json(**result)
+            self._exit(result)
         if action == 'stopped':
             result.update(changed=True, diff=dict(before=before, after=''))
             if not module.check_mode:
@@ -936,7 +944,7 @@ class Engine(object):
                 except (KvpoolError, IOError, OSError) as exc:
                     module.fail_json(msg='could not stop %s: %s' % (what, exc), **result)
                 result.update(state='stopped', pid=None)
-            module.exit_json(**result)
+            self._exit(result)
 
         if action == 'wait':
             res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout,
@@ -950,7 +958,7 @@ class Engine(object):
         result.update(changed=True, diff=dict(before=before, after=text + masked_secrets(secret, old_secret)))
         if module.check_mode:
             result['health'] = 'unknown'
-            module.exit_json(**result)
+            self._exit(result)
         try:
             if stale:
                 self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
@@ -965,14 +973,14 @@ class Engine(object):
         now = be.status(spec)
         result.update(state='running', pid=now['pid'], health='starting')
         if not wait:
-            module.exit_json(**result)
+            self._exit(result)
         res = self._gate(spec, gate, ready_timeout, poll_interval)
         result['ready_seconds'] = round(time.monotonic() - started, 3)
         if not res['ready']:
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(health='healthy', pid=be.status(spec)['pid'])
         self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
-        module.exit_json(**result)
+        self._exit(result)
 
     def _peers(self, peer_gate, result, ready_timeout, poll_interval, explain, what):
         """The checks of the service's peers, after its own gate passed (see ``ensure``): returns when they pass,
@@ -1003,11 +1011,11 @@ class Engine(object):
                 if be.kind == 'docker':
                     be.stop(spec)  # a service container left without its template is still removed
                 result.update(action='none', reason=str(exc), state='stopped', pid=None)
-                module.exit_json(**result)
+                self._exit(result)
             if module.check_mode:  # an earlier task (not run in check mode) would have created the template
                 result.update(changed=True, action='started', reason=str(exc), state='stopped', pid=None,
                               health='unknown')
-                module.exit_json(**result)
+                self._exit(result)
             module.fail_json(msg='%s: %s' % (what, exc), **result)
         text, secret = be.render(spec) if state != 'stopped' else (None, None)
         old_text, old_secret, status = be.current(spec)
@@ -1062,7 +1070,7 @@ class Engine(object):
             if stale and not module.check_mode:
                 self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
             be.stop(spec)
-            module.exit_json(**result)
+            self._exit(result)
         if not module.check_mode:
             if stale:  # first: the old process holds the port
                 self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
@@ -1076,7 +1084,7 @@ class Engine(object):
         if state == 'restarted':
             definition['restart'] = True
         result.update(container_definition=definition, container_secret_env=secret_names)
-        module.exit_json(**result)
+        self._exit(result)
 
     def _container_gate(self, spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain, what,
                         peer_gate=None):
@@ -1093,7 +1101,7 @@ class Engine(object):
         if not status['exists']:
             if module.check_mode:  # docker_container would have created it
                 result['health'] = 'unknown'
-                module.exit_json(**result)
+                self._exit(result)
             module.fail_json(msg='%s: %s does not exist after community.docker.docker_container ran'
                                  % (what, be.where(spec)), **result)
         if not alive:
@@ -1106,7 +1114,7 @@ class Engine(object):
             self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
         result.update(changed=True, action='restarted', health='unknown', container_restart=True,
                       reason='running but not healthy (%s)' % ', '.join(res['pending']))
-        module.exit_json(**result)
+        self._exit(result)
 
     def _gate_running(self, spec, status, result, gate, wait, ready_timeout, poll_interval, refresh_pid=False,
                       peer_gate=None, explain=None, what='service'):
@@ -1127,7 +1135,7 @@ class Engine(object):
             result['health'] = 'healthy' if res['ready'] else 'unknown'
             if res['ready']:
                 result['ready_seconds'] = res['elapsed']
-            self.module.exit_json(**result)
+            self._exit(result)
         deadline = status['started_mono'] + ready_timeout if started_recently else time.monotonic() + ready_timeout
         res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
         if res['ready']:
@@ -1136,7 +1144,7 @@ class Engine(object):
             if refresh_pid:
                 result['pid'] = self.backend.status(spec)['pid']
             self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
-            self.module.exit_json(**result)
+            self._exit(result)
         return res, started_recently
 
     def _gate(self, spec, gate, timeout, interval):
@@ -1173,6 +1181,20 @@ class Engine(object):
         self.module.fail_json(msg='%s (%s) %s%s. Last lines of `%s -n %d`:\n%s'
                                   % (what, be.where(spec), why, (' (error: %s)' % error) if error else '',
                                      be.logs_hint(spec), log_lines, tail), **result)
+
+
+def proc_children(pid):
+    """[(pid, argv)] of the live children of ``pid`` on this host, from ``/proc/*/stat`` (no kernel option needed);
+    processes that end while read are skipped."""
+    out = []
+    for entry in glob.glob('/proc/[0-9]*/stat'):
+        fields = stat_fields((read_bytes(entry, 4096) or b'').decode('utf-8', 'replace'))
+        if fields and len(fields) > 1 and _int(fields[1]) == pid:
+            child = _int(entry.split('/')[2])
+            argv = parse_cmdline(read_bytes('/proc/%d/cmdline' % child, 65536))
+            if argv:
+                out.append((child, argv))
+    return sorted(out)
 
 
 def read_bytes(path, limit=16 << 20):

@@ -31,10 +31,14 @@ description:
   - A start that fails (the process exits and systemd gives up restarting it, or it is not ready in time) fails
     the task with the unit's name and the tail of its journal (C(journalctl -u kvpool-mooncake-master -n
     <log_lines>)) in the message.
-  - The flags are written C(--name=value) in the spelling of O(mooncake_version). Unset, or before 0.3.12, gives
-    the names every Mooncake 0.3.x release knows (C(--port), C(--max_threads), HA with C(--etcd_endpoints)).
-    From 0.3.12 it gives the preferred names (C(--rpc_port), C(--rpc_thread_num), HA with
-    C(--ha_backend_type=etcd) and C(--ha_backend_connstring)).
+  - The flags are written C(--name=value) in the spelling of O(mooncake_version), checked against the real
+    C(mooncake_master) of PyPI's 0.3.9, 0.3.11.post1, 0.3.12.post1 and 0.3.13.post1. Before 0.3.12 (and unset):
+    C(--port), HA with C(--etcd_endpoints); from 0.3.12 C(--rpc_port), HA with C(--ha_backend_type=etcd) and
+    C(--ha_backend_connstring). The thread count is C(--rpc_thread_num) on every release (C(--max_threads) is
+    capped at the host's CPU count). O(metrics_address) (C(--metrics_host)) is written from 0.3.13 only; a declared
+    older release leaves it out with a warning.
+  - Up to 0.3.12.post1 the wheel's C(mooncake_master) is a Python wrapper that runs the real master as its child.
+    RV(pid) is then the real master's, RV(wrapper_pid) the wrapper's (the unit's main process).
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 extends_documentation_fragment:
@@ -58,7 +62,8 @@ options:
   mooncake_version:
     description:
       - Mooncake version of the master binary (C(0.3.9), C(0.3.13.post1), ...); picks the flag spellings.
-      - Empty writes the legacy spellings, which every 0.3.x release accepts (the guide's v0.3.9 knows only those).
+      - Empty writes the spellings every 0.3.x release from 0.3.9 accepts (C(--port), C(--rpc_thread_num),
+        C(--etcd_endpoints)), and O(metrics_address) as given.
       - Defaults that changed in 0.3.12 (C(--eviction_high_watermark_ratio) 0.95 -> 0.90,
         C(--default_kv_lease_ttl) 5000 -> 10000 ms) do not matter for the flags this module always writes
         (O(eviction_high_watermark_ratio) has its own default); unset O(default_kv_lease_ttl) takes the binary's.
@@ -76,9 +81,10 @@ options:
   metrics_address:
     description:
       - Address the HTTP metrics and health server binds to (C(--metrics_host)).
-      - Unset keeps Mooncake's default C(0.0.0.0). The PyPI 0.3.13 build has the flag; a release without it (older
-        builds may lack it) exits at start with C(unknown command line flag 'metrics_host'), and the failed task
-        says to leave this unset.
+      - Unset keeps Mooncake's default C(0.0.0.0). Mooncake has the flag from 0.3.13. With an older
+        O(mooncake_version) declared it is left out, and the task warns that the server listens on every address.
+        An undeclared version that lacks it exits at start with C(unknown command line flag 'metrics_host'), and the
+        failed task says to declare the version.
     type: str
   eviction_high_watermark_ratio:
     description: Pool usage ratio that triggers eviction (C(--eviction_high_watermark_ratio); guide 0.95).
@@ -89,7 +95,9 @@ options:
     type: float
     default: 0.05
   max_threads:
-    description: RPC worker threads (C(--max_threads)); raise it for many clients. Unset keeps Mooncake's default.
+    description:
+      - RPC worker threads (C(--rpc_thread_num) on every release); raise it for many clients. Unset keeps Mooncake's
+        default (the host's CPU count, at most 4 through 0.3.12 and 16 from 0.3.13).
     type: int
   client_ttl:
     description:
@@ -253,11 +261,19 @@ reason:
   type: str
   sample: settings changed
 pid:
-  description: Main pid of the master's unit (of the container's process on the host with O(container)); null when
-    stopped.
+  description:
+    - Pid of the real master process on the host; null when stopped.
+    - The unit's main pid (of the container's process with O(container)), or, when that is a Python wrapper of the
+      wheel (Mooncake up to 0.3.12.post1), its child that runs the real C(mooncake_master) binary.
   returned: always
   type: int
   sample: 4682
+wrapper_pid:
+  description: Pid of the wrapper that runs the real master as its child (the unit's main pid); null when the main
+    process is the master itself (Mooncake 0.3.13 and later, or a source build) or when stopped.
+  returned: always
+  type: int
+  sample: null
 unit:
   description: The systemd unit (or the container) of the master.
   returned: always
@@ -325,7 +341,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
+    http_status,
+    parse_cmdline,
+    tcp_open,
+    wrapper_child,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
     Legacy,
@@ -334,6 +355,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     backend_for,
     check_service_params,
     find_binary,
+    proc_children,
     read_bytes,
     unit_argument_spec,
 )
@@ -481,8 +503,10 @@ def _run(module):
             module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
                                  'ascend.kvpool.mooncake_install) or set binary to its path.'
                                  % (p['binary'], ', '.join(BINARY_DIRS)), **result)
-        argv = _mooncake.build_master_argv(binary, _mooncake.master_settings(p), p['extra_args'],
-                                           p['mooncake_version'])
+        settings = _mooncake.master_settings(p)
+        for _setting, warning in _mooncake.unsupported_settings(settings, p['mooncake_version']):
+            module.warn(warning)
+        argv = _mooncake.build_master_argv(binary, settings, p['extra_args'], p['mooncake_version'])
     result['argv'] = argv
     try:
         spec = ServiceSpec(UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
@@ -529,13 +553,26 @@ def _run(module):
         # master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
         return [('one leader serving RPC, the other masters standby', ha_view)]
 
-    engine = Engine(module, backend_for(module, p['container']))
+    engine = Engine(module, backend_for(module, p['container']), finish=real_master)
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'],
                   explain=explainer(None if p['enable_ha'] else p['port'], last_health), legacy=legacy,
                   what='mooncake_master', peer_gate=peer_gate if p['enable_ha'] else None,
                   port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
                   step=p['container_step'])
+
+
+def real_master(result):
+    """Point ``pid`` of ``result`` at the real master when the unit's main process is the wheel's Python wrapper
+    (Mooncake up to 0.3.12.post1 runs the binary as its child); ``wrapper_pid`` keeps the wrapper's."""
+    result['wrapper_pid'] = None
+    pid = result.get('pid')
+    if not pid:
+        return
+    argv = parse_cmdline(read_bytes('/proc/%d/cmdline' % pid, 65536))
+    child = wrapper_child(argv, proc_children(pid) if argv else [], 'mooncake_master')
+    if child:
+        result.update(pid=child, wrapper_pid=pid)
 
 
 if __name__ == '__main__':

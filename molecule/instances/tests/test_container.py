@@ -109,7 +109,7 @@ def test_site_from_nothing_runs_everything_in_the_container(deployed, ctest):
     assert lib.sh(CONTAINER, 'cat /etc/hccn.conf')[1].startswith('address_0=29.1.1.80')
     # Master and instance each run in a container of their own, from the guide container's image, with its mounts
     # (hccn.conf included), on the host network, with a restart policy; the instance gets only its own NPUs.
-    for name, argv_part, npus in ((MASTER_C, '--port=15088', []), (INSTANCE_C, 'serve', [0, 1, 2, 3])):
+    for name, argv_part, npus in ((MASTER_C, '--rpc_port=15088', []), (INSTANCE_C, 'serve', [0, 1, 2, 3])):
         svc = inspect(name)
         assert svc and svc['State']['Running'], name
         assert svc['HostConfig']['NetworkMode'] == 'host'

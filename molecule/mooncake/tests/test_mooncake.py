@@ -59,17 +59,37 @@ def healthy_at_the_end():
     assert run.rc == 0, run.stdout
 
 
+def real_master():
+    """(pid, argv) of the real master binary: the child of the unit's main process, which is the wheel's Python
+    wrapper (bin/mooncake_master) up to Mooncake 0.3.12.post1."""
+    rc, out = sh('node1', 'for c in $(pgrep -P %d); do printf "%%s " $c; tr "\\0" " " < /proc/$c/cmdline; echo; done'
+                 % master_pid())
+    [line] = [ln for ln in out.splitlines() if '/site-packages/mooncake/mooncake_master' in ln]
+    pid, dummy, argv = line.partition(' ')
+    return int(pid), argv
+
+
 def test_master_is_healthy_on_node1_only():
     assert health() == '200'
-    # Mooncake 0.3.13.post1 declared (vars/mock.yml): the 0.3.12+ spelling --rpc_port, accepted by the real binary.
-    assert '--rpc_port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
-    assert '--port=' not in master_cmdline()
+    # Mooncake 0.3.11.post1 declared and run (vars/mock.yml): --port (its --rpc_port comes from 0.3.12 on in the
+    # collection's table), no --metrics_host (0.3.13+), accepted by the real binary.
+    assert '--port=50088' in master_cmdline() and '--eviction_high_watermark_ratio=0.95' in master_cmdline()
+    assert '--rpc_port=' not in master_cmdline() and '--metrics_host' not in master_cmdline()
     rc, out = sh('node1', 'curl -s http://172.31.250.11:9003/metrics')
     assert rc == 0 and 'master_' in out                      # Prometheus metrics of the real master
-    # Both servers listen on the node's own address only, not on every interface.
+    # The RPC server listens on the node's own address only; the metrics server of 0.3.11.post1 on every address
+    # (the release has no --metrics_host), which the run warns about.
+    assert '--rpc_address=172.31.250.11' in master_cmdline()
     rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:9003/health')
-    assert out.strip() == '000'
-    assert '--rpc_address=172.31.250.11' in master_cmdline() and '--metrics_host=172.31.250.11' in master_cmdline()
+    assert out.strip() == '200'
+    run = converge(check=True)
+    assert run.rc == 0, run.stdout[-3000:]
+    text = ' '.join(run.stdout.split())  # Ansible wraps a long warning
+    assert 'Mooncake 0.3.11.post1 has no --metrics_host' in text and 'listens on every address' in text
+    # The task names the real master's pid, not the wrapper's (the unit's main pid).
+    pid, argv = real_master()
+    assert '--port=50088' in argv and pid != master_pid()
+    assert 'mooncake_master running (pid %d)' % pid in text, run.stdout[-3000:]
     rc = sh('node2', 'test -e /etc/systemd/system/%s' % UNIT)[0]
     assert rc != 0
     # The unit: enabled at boot, restarted on failure with a bounded rate, after the network, logging to the journal.
@@ -122,15 +142,17 @@ def test_wheel_install_imports_from_its_virtualenv():
     for node in NODES:
         rc, out = sh(node, '/opt/kvpool-mooncake/bin/python -c "import mooncake.store, importlib.metadata as m; '
                            'print(m.version(\'mooncake-transfer-engine-non-cuda\'))"')
-        assert rc == 0 and out.strip() == '0.3.13.post1', out
+        assert rc == 0 and out.strip() == '0.3.11.post1', out
 
 
 def test_killed_master_comes_back_by_itself_and_a_rerun_changes_nothing():
-    """Drill (a): kill -9 of the master's main process; systemd restarts it, healthy again within 15 s with no
-    Ansible run; the next run changes nothing and the probe passes against the restarted master."""
+    """Drill (a): kill -9 of the real master (the pid the task names; the child of the wheel's wrapper on
+    0.3.11.post1); the wrapper exits with it and systemd restarts the unit, healthy again within 15 s with no Ansible
+    run; the next run changes nothing and the probe passes against the restarted master."""
     old = master_pid()
+    real, dummy = real_master()
     killed = time.monotonic()
-    sh('node1', 'kill -9 %d' % old)
+    sh('node1', 'kill -9 %d' % real)
     back = None
     while time.monotonic() - killed < 30:
         if master_pid() not in (None, old) and health() == '200':
@@ -203,7 +225,7 @@ def test_wheel_install_stops_on_an_old_glibc_before_installing():
         lib.mockctl('fault', 'clear', '--node', 'node2')
     text = ' '.join(run.stdout.split())
     assert run.rc != 0
-    assert ('node2: mooncake-transfer-engine-non-cuda 0.3.13.post1 needs glibc 2.35 or later, but this node has '
+    assert ('node2: mooncake-transfer-engine-non-cuda 0.3.11.post1 needs glibc 2.35 or later, but this node has '
             'glibc 2.31 (ldd (GNU libc) 2.31). Nothing was installed.') in text, text[-3000:]
     assert 'node1: glibc 2.36 (needs 2.35)' in text
     rc, out = sh('node2', '/opt/kvpool-mooncake-glibc/bin/python -c "import mooncake"')

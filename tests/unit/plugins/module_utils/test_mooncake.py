@@ -90,7 +90,7 @@ def test_every_flag_in_a_stable_order():
                    enable_ha=True, etcd_endpoints=['e1:2379', 'e2:2379'], enable_http_metadata_server=True,
                    extra_args=['--allocation_strategy=free_ratio_first'])
     assert argv[1:] == ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
-                        '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--max_threads=32',
+                        '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--rpc_thread_num=32',
                         '--client_ttl=120', '--default_kv_lease_ttl=30000', '--enable_ha=true',
                         '--etcd_endpoints=e1:2379;e2:2379', '--enable_http_metadata_server=true',
                         '--allocation_strategy=free_ratio_first']

@@ -186,3 +186,24 @@ def test_http_status_error_and_nothing():
 
 
 # --- real processes on this host -------------------------------------------------------------------------------------
+
+
+# --- the wheel's Python wrapper of mooncake_master (up to 0.3.12.post1: subprocess.call of the packaged binary) ----
+WRAPPER = ['/opt/kvpool-mooncake/bin/python3', '/opt/kvpool-mooncake/bin/mooncake_master', '--port=50088']
+REAL = '/opt/kvpool-mooncake/lib/python3.11/site-packages/mooncake/mooncake_master'
+
+
+def test_wrapper_child_is_the_real_binary_child():
+    children = [(7, ['/bin/sh', '-c', 'x']), (8, [REAL, '--port=50088'])]
+    assert _proc.wrapper_child(WRAPPER, children, 'mooncake_master') == 8
+
+
+@pytest.mark.parametrize('argv, children', [
+    ([REAL, '--port=50088'], [(8, [REAL])]),  # 0.3.13.post1 execs: the main process is the master itself
+    (WRAPPER, []),  # the wrapper before its child started, or after it died
+    (WRAPPER, [(8, ['/usr/bin/python3', 'mooncake_master'])]),  # a Python child is not the binary
+    (['/usr/bin/python3', '/usr/local/bin/vllm', 'serve'], [(8, [REAL])]),  # another script
+    (None, [(8, [REAL])]), ([], []), (['python3'], [(8, [REAL])]),
+])
+def test_wrapper_child_none_where_the_main_process_is_not_the_wrapper(argv, children):
+    assert _proc.wrapper_child(argv, children, 'mooncake_master') is None

@@ -136,11 +136,12 @@ HA = dict(port=50088, rpc_address='10.0.0.5', metrics_port=9003, metrics_address
 
 @pytest.mark.parametrize('version, expected', [
     ('', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
-          '--eviction_ratio=0.05', '--max_threads=32', '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
+          '--eviction_ratio=0.05', '--rpc_thread_num=32', '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
     ('0.3.9', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003', '--eviction_high_watermark_ratio=0.95',
-               '--eviction_ratio=0.05', '--max_threads=32', '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
+               '--eviction_ratio=0.05', '--rpc_thread_num=32', '--enable_ha=true',
+               '--etcd_endpoints=e1:2379;e2:2379']),
     ('0.3.11.post1', ['--port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
-                      '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--max_threads=32',
+                      '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--rpc_thread_num=32',
                       '--enable_ha=true', '--etcd_endpoints=e1:2379;e2:2379']),
     ('0.3.12', ['--rpc_port=50088', '--rpc_address=10.0.0.5', '--metrics_port=9003',
                 '--eviction_high_watermark_ratio=0.95', '--eviction_ratio=0.05', '--rpc_thread_num=32',
@@ -172,10 +173,43 @@ def test_bad_mooncake_version_raises(text):
         _mooncake.parse_mooncake_version(text)
 
 
-@pytest.mark.parametrize('flag', ['rpc_port', 'ha_backend_type', 'ha_backend_connstring', 'rpc_thread_num'])
+@pytest.mark.parametrize('flag', ['rpc_port', 'ha_backend_type', 'ha_backend_connstring', 'rpc_thread_num',
+                                  'metrics_host'])
 def test_an_older_master_rejecting_a_new_flag_names_the_fix(flag):
     hint = _mooncake.unknown_flag_hint("ERROR: unknown command line flag '%s'\n" % flag)
-    assert 'mooncake_master_mooncake_version' in hint and '--port' in hint
+    assert 'mooncake_master_mooncake_version' in hint and '--%s' % flag in hint
+
+
+# What the real masters of PyPI's wheels know (tests/mooncake_matrix starts each with these flags).
+@pytest.mark.parametrize('version, metrics_host', [
+    ('0.3.9', False), ('0.3.11.post1', False), ('0.3.12.post1', False), ('0.3.13.post1', True), ('0.3.14', True),
+])
+def test_metrics_host_only_where_the_release_has_it_and_a_warning_otherwise(version, metrics_host):
+    settings_ = _mooncake.master_settings(dict(HA, metrics_address='10.0.0.5'))
+    argv = _mooncake.build_master_argv('m', settings_, None, version)
+    assert ('--metrics_host=10.0.0.5' in argv) is metrics_host
+    warnings = _mooncake.unsupported_settings(settings_, version)
+    if metrics_host:
+        assert warnings == []
+    else:
+        [(name, text)] = warnings
+        assert name == 'metrics_address' and version in text and 'every address' in text and '0.3.13' in text
+        assert 'mooncake_master_mooncake_version' in text
+
+
+def test_undeclared_version_writes_metrics_host_as_asked_and_warns_nothing():
+    settings_ = _mooncake.master_settings(dict(HA, metrics_address='10.0.0.5'))
+    assert '--metrics_host=10.0.0.5' in _mooncake.build_master_argv('m', settings_)
+    assert _mooncake.unsupported_settings(settings_) == []
+    # unset address: nothing to honour
+    assert _mooncake.unsupported_settings(_mooncake.master_settings(HA), '0.3.9') == []
+
+
+@pytest.mark.parametrize('version', ['', '0.3.9', '0.3.11.post1', '0.3.12.post1', '0.3.13.post1'])
+def test_thread_count_is_rpc_thread_num_on_every_release(version):
+    # --max_threads is capped at the CPU count by every release (the real masters' startup line shows it)
+    argv = _mooncake.build_master_argv('m', _mooncake.master_settings(HA), None, version)
+    assert '--rpc_thread_num=32' in argv and not any(a.startswith('--max_threads') for a in argv)
 
 
 def test_changed_defaults_are_recorded():

@@ -15,8 +15,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -267,8 +271,8 @@ def test_master_missing_binary_and_bad_params_fail_before_any_unit(manager, caps
 
 
 @pytest.mark.parametrize('version, present, absent', [
-    ('', ['"--port=', '"--max_threads=4"'], ['--rpc_port', '--rpc_thread_num']),
-    ('0.3.9', ['"--port=', '"--max_threads=4"'], ['--rpc_port']),
+    ('', ['"--port=', '"--rpc_thread_num=4"'], ['--rpc_port', '--max_threads']),
+    ('0.3.9', ['"--port=', '"--rpc_thread_num=4"'], ['--rpc_port', '--max_threads']),
     ('0.3.13.post1', ['"--rpc_port=', '"--rpc_thread_num=4"'], ['"--port=', '--max_threads']),
 ])
 def test_master_unit_spells_the_flags_of_the_declared_release(manager, capsys, version, present, absent):
@@ -345,3 +349,38 @@ def test_a_failed_master_start_names_the_connection_that_holds_its_port(monkeypa
     assert 'port 50088' not in mooncake_master.explainer(None)('')     # HA masters: no RPC port of their own
     files['/proc/net/tcp'] = ''
     assert mooncake_master.explainer(50088)('') == ''
+
+
+# --- the real master behind the wheel's Python wrapper (Mooncake up to 0.3.12.post1) --------------------------------
+def test_master_pid_is_the_real_binary_behind_a_python_wrapper(tmp_path):
+    """A wrapper as the wheel's bin/mooncake_master of 0.3.9-0.3.12.post1 (a Python script that runs the packaged
+    binary with subprocess.call): the module reports the binary's pid, and the wrapper's apart."""
+    pkg = tmp_path / 'site-packages' / 'mooncake'
+    pkg.mkdir(parents=True)
+    real = pkg / 'mooncake_master'
+    real.symlink_to('/bin/sh')  # stands in for the binary: a shell waiting on its stdin, argv[0] the binary's path
+    wrapper = tmp_path / 'bin' / 'mooncake_master'
+    wrapper.parent.mkdir()
+    wrapper.write_text('import subprocess, sys\nsys.exit(subprocess.call([%r] + sys.argv[1:]))\n' % str(real))
+    proc = subprocess.Popen([sys.executable, str(wrapper)], stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        result = {'pid': proc.pid}
+        for _ in range(200):  # the child appears within milliseconds
+            mooncake_master.real_master(result)
+            if result['wrapper_pid']:
+                break
+            result = {'pid': proc.pid}
+            time.sleep(0.01)
+        assert result['wrapper_pid'] == proc.pid and result['pid'] != proc.pid
+        with open('/proc/%d/cmdline' % result['pid'], 'rb') as f:
+            assert f.read().split(b'\0')[0].endswith(b'mooncake/mooncake_master')
+        # A main process that is the master itself (0.3.13.post1 execs) stays as it is.
+        same = {'pid': result['pid']}
+        mooncake_master.real_master(same)
+        assert same == {'pid': result['pid'], 'wrapper_pid': None}
+        stopped = {'pid': None}
+        mooncake_master.real_master(stopped)
+        assert stopped == {'pid': None, 'wrapper_pid': None}
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
