@@ -1,7 +1,8 @@
 # ascend.kvpool: set-up, demo and tests. Every target installs what it needs.
 #   make demo   - the main job on the embedded default: the mock cluster (SIMULATED Atlas nodes)
-#   make test   - lint, sanity (every claimed ansible-core line), unit tests, the install test, the execution
-#                 environment check, the smoke run on the oldest line, molecule scenarios (newest line)
+#   make test   - lint, sanity (every claimed ansible-core line), unit tests, the real mooncake_master of each
+#                 Mooncake release (mooncake-matrix), the install test, the execution environment check, the smoke
+#                 run on the oldest line, molecule scenarios (newest line)
 #   make test-all - make test, then the real vLLM engine (CPU build: test equipment) deployed by the roles
 #                 (real-engine) and the vllm stand-in checked against it (conformance); what .ci/run runs
 SHELL := /bin/bash
@@ -17,7 +18,7 @@ NODES ?= 2
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
-	install-test ee-check smoke-oldest role-docs test bench conformance clean
+	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
 # sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
@@ -33,6 +34,7 @@ help:
 	@echo "make real-engine - the real vLLM engine (CPU build, tiny model) deployed by the roles (opt-in; .ci/run runs it)"
 	@echo "make bench  - speed figures (prints ratios)"
 	@echo "make sim-up / sim-down - start / remove the mock cluster (NODES=$(NODES))"
+	@echo "make mooncake-matrix - the REAL mooncake_master of Mooncake $(MOONCAKE_VERSIONS) with the rendered flags"
 	@echo "make install-test - the built artifact in an ansible-core-only venv (oldest line), dependencies offline"
 	@echo "make ee-check     - meta/execution-environment.yml through ansible-builder (no image is built)"
 	@echo "make role-docs    - regenerate roles/*/README.md from meta/argument_specs.yml"
@@ -102,6 +104,23 @@ sanity-lines:
 unit: venv promtool
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
 
+# The REAL mooncake_master of each Mooncake release (PyPI mooncake-transfer-engine-non-cuda, one venv each, reused
+# while the hash of its requirements is unchanged) started with the flags the collection renders for it
+# (tests/mooncake_matrix/README.md). Then the vllm stand-in's tests against 0.3.11.post1's master (through the wheel's
+# wrapper, which runs it as a child: the test stops the whole process group) and store. The wheel's libraries come
+# with scripts/ensure-docker.sh (only run here when one is missing).
+MOONCAKE_VERSIONS := 0.3.9 0.3.11.post1 0.3.12.post1 0.3.13.post1
+MOONCAKE_VENVS := .tmp/mooncake
+mooncake-matrix: venv
+	dpkg -s libibverbs1 ibverbs-providers librdmacm1 libnuma1 libcurl4 >/dev/null 2>&1 || bash scripts/ensure-docker.sh
+	for v in $(MOONCAKE_VERSIONS); do \
+	  bash scripts/venv.sh $(MOONCAKE_VENVS)/$$v tests/mooncake_matrix/requirements-$$v.txt || exit 1; \
+	done
+	KVPOOL_MOONCAKE_MATRIX=$(CURDIR)/$(MOONCAKE_VENVS) $(BIN)/pytest -q -p no:cacheprovider tests/mooncake_matrix
+	KVPOOL_TEST_MOONCAKE_MASTER=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/mooncake_master \
+	KVPOOL_TEST_MOONCAKE_PYTHON=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/python \
+		$(BIN)/pytest -q -p no:cacheprovider tests/mock/test_vllm_standin.py -m "not docker"
+
 # The test equipment itself in docker (the stubs over SSH on real containers).
 # Opt-in, not part of `make test`: the vllm stand-in against the real vLLM engine (CPU build, tiny model: test
 # equipment) on loopback, tests/conformance/. Its venv (~3.6 GB) is cached by the hash of its requirements.
@@ -151,7 +170,7 @@ ee-check: venv
 role-docs: venv
 	$(PY) tools/role_docs.py
 
-test: lint sanity sanity-lines unit ee-check equipment smoke-oldest molecule
+test: lint sanity sanity-lines unit mooncake-matrix ee-check equipment smoke-oldest molecule
 	@echo "make test: all green"
 
 # Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine.

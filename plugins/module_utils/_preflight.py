@@ -246,3 +246,82 @@ def glibc_version(ldd_output):
         return None
     m = _LDD_RE.match(lines[0].strip()) or _CONFSTR_RE.match(lines[0].strip())
     return m.group(1) if m else None
+
+
+# --- the Mooncake master's shared libraries -----------------------------------------------------------------------
+# The PyPI wheels put the real mooncake_master in <site-packages>/mooncake/ and a pip console script of
+# ``mooncake.cli:main`` on PATH, which runs it (subprocess in 0.3.12, exec from 0.3.13); ldd must read the real
+# binary. mooncake-transfer-engine-non-cuda 0.3.12.post1 links libcudart.so.12 and does not ship it: its master
+# stops at once with ``error while loading shared libraries: libcudart.so.12: cannot open shared object file``.
+# Where the service module looks for a bare name besides PATH (as mooncake_master's BINARY_DIRS).
+MASTER_BINARY_DIRS = ('/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin')
+MOONCAKE_CLI_IMPORT = 'from mooncake.cli import main'
+# Run by the wrapper's own interpreter: where it finds the package ``mooncake``, one directory a line, without
+# importing it (find_spec of a top-level name runs none of the package's code, so a broken install still answers).
+MOONCAKE_LOCATE_CODE = ("import importlib.util\n"
+                        "s = importlib.util.find_spec('mooncake')\n"
+                        "print('\\n'.join(s.submodule_search_locations or []) if s else '')\n")
+_LDD_NOT_FOUND_RE = re.compile(r'^\s*(\S+)\s+=>\s+not found\s*$')
+_PYTHON_RE = re.compile(r'^python[0-9.]*$')
+# pip's (distlib's) console script when the interpreter's path is too long for a shebang or has a blank:
+#   #!/bin/sh
+#   '''exec' /long/path/bin/python3 "$0" "$@"        (or '''exec' "/path with blanks/python3" "$0" "$@")
+_SH_EXEC_RE = re.compile(r'''^'{3}exec' (?:"([^"]+)"|(\S+))((?: \S+)*?) "\$0" "\$@"\s*$''')
+
+
+def ldd_not_found(text):
+    """The lines of ``ldd <binary>`` output that name a library the dynamic loader cannot find
+    (``\\tlibcudart.so.12 => not found``), stripped, in order, each once."""
+    out = []
+    for line in (text or '').splitlines():
+        if _LDD_NOT_FOUND_RE.match(line) and line.strip() not in out:
+            out.append(line.strip())
+    return out
+
+
+def parse_ldd_missing(text):
+    """The libraries ``ldd <binary>`` reports ``=> not found`` (``['libcudart.so.12']``), in order, each once."""
+    return [_LDD_NOT_FOUND_RE.match(line).group(1) for line in ldd_not_found(text)]
+
+
+def _is_python(path):
+    return bool(_PYTHON_RE.match(path.rstrip('/').rpartition('/')[2]))
+
+
+def console_script_interpreter(text):
+    """The interpreter argv of a pip console script of ``mooncake.cli`` (the text of a ``mooncake_master`` found on
+    PATH), or None when the text is something else (the binary itself, a shell script, another program).
+
+    The script is one when its shebang names a python (``#!/venv/bin/python3``, ``#!/usr/bin/env python3``, or
+    pip's ``#!/bin/sh`` + ``'''exec' <python> "$0" "$@"`` for long paths) and it has ``from mooncake.cli import
+    main``. The real binary is ``mooncake_master`` in the directory where that interpreter finds the package
+    ``mooncake`` (:data:`MOONCAKE_LOCATE_CODE`, run by the module)."""
+    lines = (text or '').splitlines()
+    if not lines or not lines[0].startswith('#!'):
+        return None
+    if not any(line.strip() == MOONCAKE_CLI_IMPORT for line in lines[1:]):
+        return None
+    argv = lines[0][2:].split()
+    if argv and argv[0].rpartition('/')[2] in ('sh', 'bash', 'dash') and len(lines) > 1:
+        m = _SH_EXEC_RE.match(lines[1])
+        if not m:
+            return None
+        argv = [m.group(1) or m.group(2)] + m.group(3).split()
+    if not argv:
+        return None
+    if argv[0].rpartition('/')[2] == 'env':
+        names = [a for a in argv[1:] if not a.startswith('-') and '=' not in a]
+        return argv if names and _is_python(names[0]) else None
+    return argv if _is_python(argv[0]) else None
+
+
+def mooncake_locations(output):
+    """The directories :data:`MOONCAKE_LOCATE_CODE` printed (absolute paths only), in order."""
+    return [line.strip() for line in (output or '').splitlines() if line.strip().startswith('/')]
+
+
+def wheel_of_dist_info(name):
+    """``mooncake_transfer_engine_non_cuda-0.3.12.post1.dist-info`` -> ``mooncake-transfer-engine-non-cuda
+    0.3.12.post1`` (the distribution and version pip installed), or None for another name."""
+    m = re.match(r'^([A-Za-z0-9_.]+)-([^-/]+)\.dist-info$', (name or '').rstrip('/').rpartition('/')[2])
+    return '%s %s' % (m.group(1).replace('_', '-').lower(), m.group(2)) if m else None

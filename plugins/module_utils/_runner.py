@@ -31,19 +31,22 @@ C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 DEFAULT_TIMEOUT = 120
 
 
-def execute(argv, timeout=DEFAULT_TIMEOUT):
+def execute(argv, timeout=DEFAULT_TIMEOUT, env=None):
     """Run one argv list with the C locale; return (rc, stdout, stderr) as text.
+
+    ``env`` adds variables to the environment (``LD_LIBRARY_PATH`` of a service, for ``ldd``); the locale stays C.
 
     A command that outlives ``timeout`` seconds is killed with its whole process tree and reported with rc -9 and
     ``timed out after N s`` on stderr. The command runs in its own session (process group), so the kill reaches
     the children it forked too: a child that inherited stdout would otherwise hold the pipe open, and the read,
     for as long as it lives.
     """
-    env = dict(os.environ)
-    env.update(C_LOCALE)
+    environ = dict(os.environ)
+    environ.update(env or {})
+    environ.update(C_LOCALE)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, close_fds=True, env=env, start_new_session=True)
+                                stderr=subprocess.PIPE, close_fds=True, env=environ, start_new_session=True)
     except OSError as e:
         return 127, '', '%s: %s' % (argv[0], e.strerror or e)
     try:

@@ -99,6 +99,22 @@ options:
       installing the Mooncake wheel), returned as RV(glibc).
     type: bool
     default: false
+  mooncake_binary:
+    description:
+      - Also read the shared libraries that the Mooncake master's executable links and the dynamic loader cannot
+        find (C(ldd)), returned as RV(mooncake_libraries). The executable is a name searched on C(PATH),
+        C(/usr/local/bin), C(/usr/local/python3*/bin) and C(/opt/*/bin) (as M(ascend.kvpool.mooncake_master) finds
+        it), or a path. Not read when unset.
+      - A pip console script of C(mooncake.cli) (what the PyPI wheels put on C(PATH)) is followed to the real
+        binary, C(mooncake_master) in the directory where the script's own interpreter finds the package
+        C(mooncake). That interpreter is asked (without importing the package), as it knows its C(site-packages),
+        C(dist-packages) or C(lib64) layout, which a guess from the script's directory does not.
+    type: str
+  mooncake_environment:
+    description: The master's extra environment (C(mooncake_master_environment)); C(ldd) and the console script's
+      interpreter run with it, so an C(LD_LIBRARY_PATH) set there counts.
+    type: dict
+    default: {}
 seealso:
   - module: ascend.kvpool.npu_smi_facts
 """
@@ -114,6 +130,17 @@ EXAMPLES = r"""
 - name: Show who holds port 8002
   ansible.builtin.debug:
     msg: "{{ facts.ports['8002'] }}"
+
+- name: Read the libraries of the Mooncake master that the node lacks (the console script is followed)
+  ascend.kvpool.preflight_facts:
+    mooncake_binary: mooncake_master
+    mooncake_environment:
+      LD_LIBRARY_PATH: /usr/local/lib
+  register: facts
+
+- name: Show them
+  ansible.builtin.debug:
+    msg: "{{ facts.mooncake_libraries.missing }}"
 """
 
 RETURN = r"""
@@ -202,6 +229,22 @@ glibc:
   returned: when O(glibc=true)
   type: dict
   sample: {version: "2.35", source: ldd, raw: "ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35"}
+mooncake_libraries:
+  description:
+    - C(binary), the real master binary read (null when O(mooncake_binary) is not found, which is no error here; a
+      later check names it); C(wrapper), the console script on C(PATH) that runs it (null when O(mooncake_binary)
+      is the binary itself); C(missing), the libraries C(ldd) reports C(=> not found); C(raw), those lines of
+      C(ldd); C(wheels), the C(mooncake*) distributions installed beside the package (C(name version)); C(error),
+      why the libraries could not be read (empty when they were).
+  returned: when O(mooncake_binary) is given
+  type: dict
+  sample:
+    binary: /opt/venv/lib/python3.11/site-packages/mooncake/mooncake_master
+    wrapper: /opt/venv/bin/mooncake_master
+    missing: [libcudart.so.12]
+    raw: ["libcudart.so.12 => not found"]
+    wheels: [mooncake-transfer-engine-non-cuda 0.3.12.post1]
+    error: ""
 """
 
 import glob
@@ -212,7 +255,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
-from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
@@ -355,6 +398,70 @@ def glibc_facts(module):
     return {'version': _preflight.glibc_version(text or ''), 'source': 'confstr', 'raw': text or ''}
 
 
+def find_master(module, name):
+    """The master executable as mooncake_master finds it (a path when it is an executable file; a bare name on PATH
+    and the glob directories of _preflight.MASTER_BINARY_DIRS), or None."""
+    if '/' in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    dirs = []
+    for pattern in _preflight.MASTER_BINARY_DIRS:
+        dirs.extend(sorted(glob.glob(pattern)) if '*' in pattern else [pattern])
+    return module.get_bin_path(name, opt_dirs=dirs)
+
+
+def read_head(path, size=8192):
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read(size)
+    except (IOError, OSError):
+        return b''
+
+
+def mooncake_libraries(module, name, env, timeout=30):
+    """What the master binary links and the node lacks (RETURN mooncake_libraries)."""
+    out = {'binary': None, 'wrapper': None, 'missing': [], 'raw': [], 'wheels': [], 'error': ''}
+    found = find_master(module, name)
+    if not found:
+        return out
+    binary = os.path.realpath(found)
+    head = read_head(binary)
+    interpreter = None if head.startswith(b'\x7fELF') else \
+        _preflight.console_script_interpreter(head.decode('utf-8', 'replace'))
+    if interpreter:
+        out['wrapper'] = found
+        rc, stdout, stderr = execute(interpreter + ['-c', _preflight.MOONCAKE_LOCATE_CODE], timeout=timeout,
+                                     env=env)[:3]
+        locations = _preflight.mooncake_locations(stdout) if rc == 0 else []
+        real = [os.path.join(d, 'mooncake_master') for d in locations]
+        binary = next((b for b in real if os.path.isfile(b)), None)
+        for location in locations:
+            for info in sorted(glob.glob(os.path.join(os.path.dirname(location), 'mooncake*.dist-info'))):
+                wheel = _preflight.wheel_of_dist_info(info)
+                if wheel and wheel not in out['wheels']:
+                    out['wheels'].append(wheel)
+        if not binary:
+            if rc != 0:
+                why = ((stderr or stdout).strip().splitlines() or ['exit status %d' % rc])[-1]
+            elif locations:
+                why = 'no mooncake_master in %s' % ', '.join(locations)
+            else:
+                why = 'its interpreter does not find the package mooncake'
+            out['error'] = 'the console script %s (%s) does not lead to a binary: %s' % (
+                found, ' '.join(interpreter), why)
+            return out
+    out['binary'] = binary
+    ldd = module.get_bin_path('ldd')
+    if not ldd:
+        out['error'] = 'ldd not found on this node'
+        return out
+    rc, stdout, stderr = execute([ldd, binary], timeout=timeout, env=env)[:3]
+    if rc == -9:
+        out['error'] = 'ldd %s: %s' % (binary, ((stderr or '').strip().splitlines() or ['timed out'])[-1])
+    out['raw'] = _preflight.ldd_not_found(stdout)
+    out['missing'] = _preflight.parse_ldd_missing(stdout)
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -371,6 +478,8 @@ def main():
             ascend_versions=dict(type='bool', default=False),
             toolkit_info_paths=dict(type='list', elements='str', default=list(_preflight.TOOLKIT_INFO_GLOBS)),
             glibc=dict(type='bool', default=False),
+            mooncake_binary=dict(type='str'),
+            mooncake_environment=dict(type='dict', default={}),
         ),
         supports_check_mode=True,
     )
@@ -389,12 +498,13 @@ def _run(module):
     bad = [u for u in p['http'] if not str(u).startswith('http://')]
     if bad:
         module.fail_json(msg='http: give http:// URLs, got %s' % bad)
+    master_env = _validate.environment(p['mooncake_environment'], 'mooncake_environment')
     epoch = time.time()
     started = time.monotonic()
     npu_smi = None
     if p['npu_smi']:
         npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
-    with ThreadPoolExecutor(max_workers=5 + len(p['connect']) + len(p['http'])) as pool:
+    with ThreadPoolExecutor(max_workers=6 + len(p['connect']) + len(p['http'])) as pool:
         npus = pool.submit(_npu_smi.read, npu_smi) if npu_smi else None
         ports = pool.submit(port_listeners, sorted(set(p['ports'])))
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
@@ -403,6 +513,8 @@ def _run(module):
         container = pool.submit(container_facts, module, p['container_runtime'], p['images'])
         ascend = pool.submit(ascend_versions, p['toolkit_info_paths']) if p['ascend_versions'] else None
         glibc = pool.submit(glibc_facts, module) if p['glibc'] else None
+        libraries = pool.submit(mooncake_libraries, module, p['mooncake_binary'], master_env) \
+            if p['mooncake_binary'] else None
         result = dict(
             changed=False,
             hostname=socket.gethostname(),
@@ -422,6 +534,8 @@ def _run(module):
             result['ascend'] = ascend.result()
         if glibc:
             result['glibc'] = glibc.result()
+        if libraries:
+            result['mooncake_libraries'] = libraries.result()
     result['probe_s'] = round(time.monotonic() - started, 4)
     module.exit_json(**result)
 

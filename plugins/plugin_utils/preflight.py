@@ -622,15 +622,59 @@ def _env_int(env, name, default=None):
         return None
 
 
+# Libraries a Mooncake master binary may link without its wheel shipping them: what it is, and the fix.
+CUDA_RUNTIME = 'libcudart.so.12'
+_CUDA_RUNTIME_WHY = ('the CUDA runtime, which the mooncake-transfer-engine-non-cuda 0.3.12.post1 wheel links but does '
+                     'not ship (the master stops at once: error while loading shared libraries)')
+_CUDA_RUNTIME_FIX = ('Install Mooncake 0.3.13.post1 or 0.3.11.post1 (pip install '
+                     'mooncake-transfer-engine-non-cuda==0.3.13.post1; on Ascend the mooncake-transfer-engine-npu '
+                     'wheel), or pip install nvidia-cuda-runtime-cu12 and add its lib directory '
+                     '(<site-packages>/nvidia/cuda_runtime/lib) to mooncake_master_environment.LD_LIBRARY_PATH')
+
+
+def check_mooncake_libraries(record):
+    """The shared libraries the master's binary links and its node lacks (``preflight_facts`` ``mooncake_libraries``,
+    read on the master's hosts): each an error, as the master cannot start without it. A console script that leads
+    to no binary is a warning; a master not found at all is left to the master's own start, which names it."""
+    host = record['host']
+    libs = (record.get('facts') or {}).get('mooncake_libraries')
+    if not isinstance(libs, dict):
+        return []
+    binary, wrapper = libs.get('binary'), libs.get('wrapper')
+    if not binary:
+        if not libs.get('error'):
+            return []
+        return [_finding(host, 'versions', 'the Mooncake master\'s libraries could not be read: %s' % libs['error'],
+                         'Check that mooncake_master runs on this node (mooncake_master --help), and reinstall '
+                         'Mooncake if it does not.', 'warning')]
+    where = 'mooncake_master %s%s' % (binary, ' (run by %s)' % wrapper if wrapper else '')
+    wheels = ', '.join(libs.get('wheels') or [])
+    raw = dict((str(line).split()[0], line) for line in libs.get('raw') or [] if str(line).split())
+    found = []
+    for lib in libs.get('missing') or []:
+        text = '%s cannot start: it links %s, which the dynamic loader does not find (ldd: %s)' % (
+            where, lib, raw.get(lib) or '%s => not found' % lib)
+        if lib == CUDA_RUNTIME:
+            text += '; %s is %s' % (lib, _CUDA_RUNTIME_WHY)
+            fix = _CUDA_RUNTIME_FIX
+        else:
+            fix = ('Install the package of the node\'s OS (or the wheel) that provides %s, or add the directory that '
+                   'holds it to mooncake_master_environment.LD_LIBRARY_PATH' % lib)
+        found.append(_finding(host, 'versions', text + ('; installed here: %s' % wheels if wheels else ''), fix + '.'))
+    return found
+
+
 def check_versions(record):
     """CANN, driver (HDK) and the declared Mooncake version against the declared vllm-ascend release's floors:
-    below is an error, unreadable a warning (the version files of the guide's mounts)."""
+    below is an error, unreadable a warning (the version files of the guide's mounts); and the libraries the master's
+    binary lacks on its hosts (:func:`check_mooncake_libraries`, whether or not instances run there)."""
     host, profile, req = record['host'], _profile(record), _requirements(record)
     ascend = (record.get('facts') or {}).get('ascend')
+    libraries = check_mooncake_libraries(record)
     if not req or not _started(record):
-        return []
+        return libraries
     release = profile.get('version') or req.get('line')
-    found = []
+    found = libraries
     if ascend is not None:
         container = (record.get('container') or {}).get('enabled')
         items = [('HDK driver', (ascend.get('driver') or {}), req.get('hdk'),

@@ -118,7 +118,15 @@ def master(master_bin, workdir):
     log = open(workdir / "master.log", "w")
     proc = subprocess.Popen([master_bin, "--rpc_port", str(rpc), "--rpc_address", "127.0.0.1",
                              "--metrics_port", str(metrics), "--eviction_high_watermark_ratio", "0.95",
-                             "--eviction_ratio", "0.05"], stdout=log, stderr=subprocess.STDOUT)
+                             "--eviction_ratio", "0.05"], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # the wheel's wrapper (up to 0.3.12.post1) has the master as child
+
+    def stop(sig):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -131,14 +139,16 @@ def master(master_bin, workdir):
                 pass
         time.sleep(0.1)
     else:
-        proc.kill()
+        stop(signal.SIGKILL)
+        proc.wait()
         pytest.fail("mooncake_master did not become ready")
     yield "127.0.0.1:%d" % rpc
-    proc.terminate()
+    stop(signal.SIGTERM)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        stop(signal.SIGKILL)
+        proc.wait()
     log.close()
 
 

@@ -354,3 +354,125 @@ def test_connections_the_service_accepted_before_are_not_blamed():
     opened = [{'local': '172.31.250.11:50088', 'remote': '172.31.250.12:22', 'state': 'TIME-WAIT'}]
     assert port_held_hint(50088, accepted + opened, [32768, 60999], []).startswith(
         'port 50088 is held by 1 connection(s) of this node (TIME-WAIT 172.31.250.11:50088 -> 172.31.250.12:22)')
+
+
+# --- the Mooncake master's shared libraries ----------------------------------------------------------------------
+# Recorded 2026-12-05 on the development machine (Debian 12, glibc 2.36) from PyPI's mooncake-transfer-engine-non-cuda
+# installed in venvs under /tmp/mc (Python 3.11):
+#   LANG=C ldd <venv>/lib/python3.11/site-packages/mooncake/mooncake_master
+# of 0.3.12.post1 (links libcudart.so.12, not shipped: the master does not load) and of 0.3.13.post1 (every library
+# found), stdout unchanged, exit status 0 and empty stderr for both. mooncake_master_console_script.txt is the venv's
+# bin/mooncake_master that pip 23.2.1 wrote for the 0.3.12.post1 wheel (0.3.9 and 0.3.13.post1 have the same text);
+# mooncake_master_console_script_long_path.txt is what pip 26.3 writes for the same entry point
+# (mooncake_master = mooncake.cli:main) in a venv whose python's path is longer than a shebang allows.
+from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (  # noqa: E402
+    MOONCAKE_LOCATE_CODE,
+    console_script_interpreter,
+    ldd_not_found,
+    mooncake_locations,
+    parse_ldd_missing,
+    wheel_of_dist_info,
+)
+
+
+def test_the_0_3_12_master_lacks_the_cuda_runtime():
+    text = recorded('ldd_mooncake_master_0.3.12.post1.txt')
+    assert parse_ldd_missing(text) == ['libcudart.so.12']
+    assert ldd_not_found(text) == ['libcudart.so.12 => not found']
+    assert 'libetcd_wrapper-79f7cae8.so =>' in text  # the libraries the wheel ships are found beside it
+
+
+def test_the_0_3_13_master_has_every_library():
+    assert parse_ldd_missing(recorded('ldd_mooncake_master_0.3.13.post1.txt')) == []
+    assert ldd_not_found(recorded('ldd_mooncake_master_0.3.13.post1.txt')) == []
+
+
+@pytest.mark.parametrize('text, missing', [
+    ('', []), (None, []),
+    ('\tlibfoo.so.1 => not found\n\tlibfoo.so.1 => not found\n\tlibbar.so => not found\n',
+     ['libfoo.so.1', 'libbar.so']),
+    ('\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n', []),
+    ('\tnot a dynamic executable\n', []),
+    ('./x: /lib64/libc.so.6: version `GLIBC_2.38\' not found (required by ./x)\n', []),
+    ('\tlibcudart.so.12 => not found\r\n', ['libcudart.so.12']),
+])
+def test_ldd_missing(text, missing):
+    assert parse_ldd_missing(text) == missing
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_the_ldd_parser_never_raises(text):
+    missing, lines = parse_ldd_missing(text), ldd_not_found(text)
+    assert len(missing) == len(lines) and all(line.startswith(lib) for lib, line in zip(missing, lines))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.from_regex(r'lib[a-z0-9_+-]{1,12}\.so(\.[0-9]{1,3}){0,2}', fullmatch=True), max_size=5, unique=True),
+       st.lists(st.from_regex(r'lib[a-z]{1,8}\.so', fullmatch=True), max_size=5))
+def test_every_not_found_line_is_read_among_found_ones(missing, found):
+    lines = ['\t%s => not found' % lib for lib in missing]
+    lines[1:1] = ['\t%s => /usr/lib/%s (0x00007f0000000000)' % (lib, lib) for lib in found]
+    assert parse_ldd_missing('\n'.join(lines) + '\n') == missing
+
+
+def test_the_wheels_console_script_names_its_interpreter():
+    assert console_script_interpreter(recorded('mooncake_master_console_script.txt')) == [
+        '/tmp/mc/v0.3.12.post1/bin/python3']
+
+
+def test_pips_long_path_console_script_names_its_interpreter():
+    argv = console_script_interpreter(recorded('mooncake_master_console_script_long_path.txt'))
+    assert argv == ['/tmp/kvp-longpath/%s/venv/bin/python3' % ('a' * 110)]
+
+
+SCRIPT_BODY = '# -*- coding: utf-8 -*-\nimport sys\nfrom mooncake.cli import main\nsys.exit(main())\n'
+
+
+@pytest.mark.parametrize('first, argv', [
+    ('#!/usr/bin/python3', ['/usr/bin/python3']),
+    ('#!/usr/local/python3.11.10/bin/python3.11 -E', ['/usr/local/python3.11.10/bin/python3.11', '-E']),
+    ('#!/usr/bin/env python3', ['/usr/bin/env', 'python3']),
+    ('#!/usr/bin/env -S python3 -s', ['/usr/bin/env', '-S', 'python3', '-s']),
+    ('#!/bin/sh\n\'\'\'exec\' "/opt/my venv/bin/python3" "$0" "$@"\n\' \'\'\'', ['/opt/my venv/bin/python3']),
+    ('#!/bin/sh\n\'\'\'exec\' /opt/venv/bin/python -E "$0" "$@"\n\' \'\'\'', ['/opt/venv/bin/python', '-E']),
+])
+def test_console_scripts_of_mooncake_cli(first, argv):
+    assert console_script_interpreter(first + '\n' + SCRIPT_BODY) == argv
+
+
+@pytest.mark.parametrize('text', [
+    '', None, '\x7fELF\x02\x01\x01', SCRIPT_BODY,                          # the binary itself; no shebang
+    '#!/bin/sh\nexec /opt/mooncake/bin/mooncake_master "$@"\n',           # a shell wrapper
+    '#!/usr/bin/python3\nfrom vllm.entrypoints.cli.main import main\n',    # another program's console script
+    '#!/usr/bin/perl\n' + SCRIPT_BODY, '#!/usr/bin/env node\n' + SCRIPT_BODY, '#!\n' + SCRIPT_BODY,
+    '#!/bin/sh\n' + SCRIPT_BODY,
+    '#!/usr/bin/python3\n# from mooncake.cli import main\n',
+])
+def test_other_executables_are_not_console_scripts(text):
+    assert console_script_interpreter(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_the_console_script_reader_never_raises(text):
+    for candidate in (text, '#!' + text, '#!/usr/bin/python3\n' + text, '#!/bin/sh\n' + text + '\n' + SCRIPT_BODY):
+        argv = console_script_interpreter(candidate)
+        assert argv is None or (argv and all(isinstance(a, str) for a in argv))
+
+
+def test_the_locate_code_and_its_answer():
+    compile(MOONCAKE_LOCATE_CODE, '<locate>', 'exec')  # runs on the node's python: any Python 3
+    assert 'import mooncake' not in MOONCAKE_LOCATE_CODE  # the package's own code must not run
+    assert mooncake_locations('/opt/venv/lib/python3.11/site-packages/mooncake\n\nrelative\n') == [
+        '/opt/venv/lib/python3.11/site-packages/mooncake']
+    assert mooncake_locations('') == [] and mooncake_locations(None) == []
+
+
+@pytest.mark.parametrize('name, wheel', [
+    ('mooncake_transfer_engine_non_cuda-0.3.12.post1.dist-info', 'mooncake-transfer-engine-non-cuda 0.3.12.post1'),
+    ('/x/site-packages/mooncake_transfer_engine_npu-0.3.13.dist-info/', 'mooncake-transfer-engine-npu 0.3.13'),
+    ('mooncake', None), ('', None), (None, None),
+])
+def test_wheel_of_dist_info(name, wheel):
+    assert wheel_of_dist_info(name) == wheel

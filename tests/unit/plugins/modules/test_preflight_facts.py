@@ -13,7 +13,10 @@ __metaclass__ = type
 
 import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
 from contextlib import closing
 
@@ -320,6 +323,136 @@ def test_module_without_arguments(monkeypatch, capsys):
 def test_module_refuses_bad_ports_and_targets(args, text, monkeypatch, capsys):
     res = run_main(args, monkeypatch, capsys)
     assert res['failed'] is True and res['msg'] == text
+
+
+# --- the Mooncake master's libraries ----------------------------------------------------------------------------
+# Hermetic: a console script run by this test's python, which finds a package "mooncake" made in tmp_path through
+# PYTHONPATH given as the master's environment, and an ldd stand-in that prints a recorded answer. Real: the PyPI
+# wheels in the venvs under /tmp/mc (skipped where they are not installed), with the node's own ldd.
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'module_utils', 'fixtures', 'preflight')
+REAL_VENVS = '/tmp/mc'
+
+
+def fake_ldd(tmp_path, fixture):
+    tool = tmp_path / 'ldd'
+    tool.write_text('#!/bin/sh\necho "$1" > %s/ldd.arg\necho "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> %s/ldd.arg\n'
+                    'cat %s\n' % (tmp_path, tmp_path, os.path.join(FIXTURES, fixture)))
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def fake_wheel(tmp_path, interpreter=None, init='raise RuntimeError("the package must not be imported")\n'):
+    """bin/mooncake_master (pip's console script) and site/mooncake/mooncake_master beside a dist-info."""
+    site = tmp_path / 'site'
+    (site / 'mooncake').mkdir(parents=True)
+    (site / 'mooncake' / '__init__.py').write_text(init)
+    (site / 'mooncake' / 'mooncake_master').write_bytes(b'\x7fELF\x02\x01\x01')
+    (site / 'mooncake_transfer_engine_non_cuda-0.3.12.post1.dist-info').mkdir()
+    (tmp_path / 'bin').mkdir()
+    script = tmp_path / 'bin' / 'mooncake_master'
+    with open(os.path.join(FIXTURES, 'mooncake_master_console_script.txt')) as handle:
+        text = handle.read().split('\n', 1)[1]
+    script.write_text('#!%s\n%s' % (interpreter or sys.executable, text))
+    script.chmod(0o755)
+    return str(script), str(site)
+
+
+def test_a_console_script_is_followed_to_the_binary_and_its_missing_library_named(tmp_path, monkeypatch, capsys):
+    script, site = fake_wheel(tmp_path)
+    ldd = fake_ldd(tmp_path, 'ldd_mooncake_master_0.3.12.post1.txt')
+    res = run_main({'mooncake_binary': script, 'mooncake_environment': {'PYTHONPATH': site, 'LD_LIBRARY_PATH': '/x'}},
+                   monkeypatch, capsys, bins={'ldd': ldd})
+    libs = res['mooncake_libraries']
+    assert libs['binary'] == os.path.join(site, 'mooncake', 'mooncake_master') and libs['wrapper'] == script
+    assert libs['missing'] == ['libcudart.so.12'] and libs['raw'] == ['libcudart.so.12 => not found']
+    assert libs['wheels'] == ['mooncake-transfer-engine-non-cuda 0.3.12.post1'] and libs['error'] == ''
+    # ldd read the real binary, with the master's environment.
+    assert (tmp_path / 'ldd.arg').read_text() == '%s\nLD_LIBRARY_PATH=/x\n' % libs['binary']
+
+
+def test_a_binary_that_is_no_console_script_is_read_itself(tmp_path, monkeypatch, capsys):
+    ldd = fake_ldd(tmp_path, 'ldd_mooncake_master_0.3.13.post1.txt')
+    res = run_main({'mooncake_binary': sys.executable}, monkeypatch, capsys, bins={'ldd': ldd})
+    assert res['mooncake_libraries'] == {'binary': os.path.realpath(sys.executable), 'wrapper': None, 'missing': [],
+                                         'raw': [], 'wheels': [], 'error': ''}
+
+
+def test_a_master_that_is_not_there_is_null_without_an_error(tmp_path, monkeypatch, capsys):
+    for name in ('mooncake_master', str(tmp_path / 'gone')):
+        libs = run_main({'mooncake_binary': name}, monkeypatch, capsys, bins={})['mooncake_libraries']
+        assert libs['binary'] is None and libs['wrapper'] is None and libs['missing'] == [] and libs['error'] == ''
+    assert 'mooncake_libraries' not in run_main({}, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize('case, needle', [
+    ('interpreter gone', 'No such file or directory'),
+    ('no package', 'its interpreter does not find the package mooncake'),
+    ('no binary', 'no mooncake_master in '),
+])
+def test_a_console_script_that_leads_nowhere_names_why(case, needle, tmp_path, monkeypatch, capsys):
+    # "no package": -S keeps site-packages (the project venv has a mooncake) off the interpreter's path.
+    interpreter = {'interpreter gone': str(tmp_path / 'gone' / 'python3'), 'no package': sys.executable + ' -S'}
+    script, site = fake_wheel(tmp_path, interpreter.get(case))
+    if case == 'no binary':
+        os.remove(os.path.join(site, 'mooncake', 'mooncake_master'))
+    env = {} if case == 'no package' else {'PYTHONPATH': site}
+    libs = run_main({'mooncake_binary': script, 'mooncake_environment': env}, monkeypatch, capsys,
+                    bins={'ldd': fake_ldd(tmp_path, 'ldd_mooncake_master_0.3.12.post1.txt')})['mooncake_libraries']
+    assert libs['binary'] is None and libs['wrapper'] == script and libs['missing'] == []
+    assert libs['error'].startswith('the console script %s (' % script) and needle in libs['error'], libs['error']
+
+
+def test_without_ldd_the_libraries_are_not_read(tmp_path, monkeypatch, capsys):
+    libs = run_main({'mooncake_binary': sys.executable}, monkeypatch, capsys, bins={})['mooncake_libraries']
+    assert libs['binary'] == os.path.realpath(sys.executable) and libs['error'] == 'ldd not found on this node'
+
+
+@pytest.mark.parametrize('env, text', [
+    ({'LD LIBRARY': '/x'}, "mooncake_environment: not valid environment variable names: 'LD LIBRARY'"),
+    ({'LD_LIBRARY_PATH': 'a\0b'}, 'mooncake_environment.LD_LIBRARY_PATH holds a NUL byte'),
+])
+def test_a_bad_master_environment_is_refused_naming_it(env, text, monkeypatch, capsys):
+    res = run_main({'mooncake_binary': 'mooncake_master', 'mooncake_environment': env}, monkeypatch, capsys)
+    assert res['failed'] is True and res['msg'].startswith(text), res['msg']
+
+
+def real_wheel(version):
+    script = os.path.join(REAL_VENVS, 'v%s' % version, 'bin', 'mooncake_master')
+    ldd = shutil.which('ldd')
+    if not os.path.isfile(script) or not ldd:
+        pytest.skip('PyPI mooncake-transfer-engine-non-cuda==%s is not installed in %s (or no ldd here)'
+                    % (version, os.path.dirname(os.path.dirname(script))))
+    return script, ldd
+
+
+def test_the_real_0_3_12_wheel_lacks_the_cuda_runtime(monkeypatch, capsys):
+    script, ldd = real_wheel('0.3.12.post1')
+    libs = run_main({'mooncake_binary': script}, monkeypatch, capsys, bins={'ldd': ldd})['mooncake_libraries']
+    assert libs['wrapper'] == script and libs['error'] == ''
+    assert libs['binary'].endswith('/site-packages/mooncake/mooncake_master') and os.path.isfile(libs['binary'])
+    assert libs['missing'] == ['libcudart.so.12'] and libs['raw'] == ['libcudart.so.12 => not found']
+    assert libs['wheels'] == ['mooncake-transfer-engine-non-cuda 0.3.12.post1']
+
+
+def test_the_real_0_3_12_wheel_with_a_cuda_runtime_on_its_library_path(tmp_path, monkeypatch, capsys):
+    # The fix the finding names: a directory holding libcudart.so.12 in mooncake_master_environment.LD_LIBRARY_PATH.
+    # Stand-in for nvidia-cuda-runtime-cu12's lib directory: libc under that name (ldd only finds files by name).
+    script, ldd = real_wheel('0.3.12.post1')
+    python = os.path.join(os.path.dirname(script), 'python3')
+    libc = [line.split()[2] for line in subprocess.check_output([ldd, python], universal_newlines=True).splitlines()
+            if line.split()[:2] == ['libc.so.6', '=>']]
+    (tmp_path / 'libcudart.so.12').symlink_to(libc[0])
+    libs = run_main({'mooncake_binary': script, 'mooncake_environment': {'LD_LIBRARY_PATH': str(tmp_path)}},
+                    monkeypatch, capsys, bins={'ldd': ldd})['mooncake_libraries']
+    assert libs['missing'] == [], libs
+
+
+def test_the_real_0_3_13_wheel_has_every_library(monkeypatch, capsys):
+    script, ldd = real_wheel('0.3.13.post1')
+    libs = run_main({'mooncake_binary': script}, monkeypatch, capsys, bins={'ldd': ldd})['mooncake_libraries']
+    assert libs['wrapper'] == script and libs['binary'].endswith('/mooncake/mooncake_master')
+    assert libs['missing'] == [] and libs['raw'] == [] and libs['error'] == ''
+    assert libs['wheels'] == ['mooncake-transfer-engine-non-cuda 0.3.13.post1']
 
 
 # --- the action plugin's clock ---------------------------------------------------------------------------------

@@ -208,3 +208,69 @@ def test_client_ttl_with_ssd_offload(version):
     master['master']['client_ttl_s'] = 120
     assert of(judge(master, other), 'client_ttl') == []
     assert of(judge(node(version, hugepages=210000)), 'client_ttl') == []   # no SSD offload
+
+
+# --- versions: the libraries the master's binary lacks (preflight_facts mooncake_libraries, on the master's hosts) ---
+WHEEL_0_3_12 = {'binary': '/opt/venv/lib/python3.11/site-packages/mooncake/mooncake_master',
+                'wrapper': '/opt/venv/bin/mooncake_master', 'missing': ['libcudart.so.12'],
+                'raw': ['libcudart.so.12 => not found'], 'wheels': ['mooncake-transfer-engine-non-cuda 0.3.12.post1'],
+                'error': ''}
+
+
+def with_libraries(record, libraries):
+    record['facts']['mooncake_libraries'] = libraries
+    return record
+
+
+@pytest.mark.parametrize('version', RELEASES)
+def test_the_0_3_12_wheels_master_without_the_cuda_runtime_is_an_error(version):
+    result = judge(with_libraries(node(version, hugepages=210000), dict(WHEEL_0_3_12)))
+    f = of(result, 'versions')
+    assert len(f) == 1 and f[0]['severity'] == 'error' and f[0]['host'] == 'node1' and not result['ok']
+    finding, fix = f[0]['finding'], f[0]['fix']
+    # What a user acts on: the binary, the library, what it is, the wheel that does it; and each way out.
+    assert WHEEL_0_3_12['binary'] in finding and WHEEL_0_3_12['wrapper'] in finding
+    assert 'libcudart.so.12' in finding and 'CUDA runtime' in finding and 'libcudart.so.12 => not found' in finding
+    assert 'mooncake-transfer-engine-non-cuda 0.3.12.post1' in finding
+    for way_out in ('0.3.13.post1', '0.3.11.post1', 'mooncake-transfer-engine-npu',
+                    'pip install nvidia-cuda-runtime-cu12', 'nvidia/cuda_runtime/lib',
+                    'mooncake_master_environment.LD_LIBRARY_PATH'):
+        assert way_out in fix, way_out
+    assert 'ERROR node1 versions: ' in result['summary'] and 'Fix: Install Mooncake 0.3.13.post1' in result['summary']
+
+
+def test_another_missing_library_gets_the_generic_fix():
+    libs = dict(WHEEL_0_3_12, wrapper=None, binary='/usr/local/bin/mooncake_master', wheels=[],
+                missing=['libibverbs.so.1', 'libcudart.so.12'],
+                raw=['libibverbs.so.1 => not found', 'libcudart.so.12 => not found'])
+    f = of(judge(with_libraries(node(hugepages=210000), libs)), 'versions')
+    assert [x['severity'] for x in f] == ['error', 'error']
+    verbs = [x for x in f if 'libibverbs.so.1' in x['finding']][0]
+    assert '/usr/local/bin/mooncake_master' in verbs['finding'] and 'run by' not in verbs['finding']
+    assert 'CUDA' not in verbs['finding'] and 'CUDA' not in verbs['fix']
+    assert 'provides libibverbs.so.1' in verbs['fix'] and 'mooncake_master_environment.LD_LIBRARY_PATH' in verbs['fix']
+
+
+def test_the_master_host_is_checked_without_instances_of_its_own():
+    record = with_libraries(node(hugepages=210000), dict(WHEEL_0_3_12))
+    record['plan']['instances'] = []
+    assert [x['severity'] for x in of(judge(record), 'versions')] == ['error']
+    assert of(preflight_findings([record], {'checks': ['glibc']}), 'versions') == []   # only with the check versions
+
+
+@pytest.mark.parametrize('libraries', [
+    None,                                                             # not read (not a master host, check off)
+    {'binary': None, 'wrapper': None, 'missing': [], 'raw': [], 'wheels': [], 'error': ''},   # master not found
+    dict(WHEEL_0_3_12, missing=[], raw=[]),                           # 0.3.13, or the runtime on LD_LIBRARY_PATH
+])
+def test_no_finding_without_a_missing_library(libraries):
+    assert of(judge(with_libraries(node(hugepages=210000), libraries)), 'versions') == []
+
+
+def test_a_console_script_that_leads_nowhere_is_a_warning():
+    libs = {'binary': None, 'wrapper': '/opt/venv/bin/mooncake_master', 'missing': [], 'raw': [], 'wheels': [],
+            'error': 'the console script /opt/venv/bin/mooncake_master (/opt/venv/bin/python3) does not lead to a '
+                     'binary: No such file or directory'}
+    f = of(judge(with_libraries(node(hugepages=210000), libs)), 'versions')
+    assert [x['severity'] for x in f] == ['warning'] and libs['error'] in f[0]['finding']
+    assert 'mooncake_master --help' in f[0]['fix']
