@@ -117,8 +117,10 @@ mooncake-matrix: venv
 	  bash scripts/venv.sh $(MOONCAKE_VENVS)/$$v tests/mooncake_matrix/requirements-$$v.txt || exit 1; \
 	done
 	KVPOOL_MOONCAKE_MATRIX=$(CURDIR)/$(MOONCAKE_VENVS) $(BIN)/pytest -q -p no:cacheprovider tests/mooncake_matrix
+	KVPOOL_MOONCAKE_MATRIX=$(CURDIR)/$(MOONCAKE_VENVS) $(BIN)/pytest -q -p no:cacheprovider \
+		tests/unit/plugins/modules/test_preflight_facts.py -k real_0_3
 	KVPOOL_TEST_MOONCAKE_MASTER=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/mooncake_master \
-	KVPOOL_TEST_MOONCAKE_PYTHON=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/python \
+	KVPOOL_TEST_MOONCAKE_PYTHON=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/python KVPOOL_TEST_MOONCAKE_VERSION=0.3.11.post1 \
 		$(BIN)/pytest -q -p no:cacheprovider tests/mock/test_vllm_standin.py -m "not docker"
 
 # The test equipment itself in docker (the stubs over SSH on real containers).

@@ -7,9 +7,11 @@ figures and ratios; asserts nothing). Stub latency 50 ms per hccn_tool call unle
              in separate locked commands. Each run of verify_network.yml is followed by one of the floor playbook
              (below) with the same strategy's targets, so the table can show Ansible's own cost per node beside
              ours (--no-floor: skip it).
-  table      prints the rows of --results as a table, fits cost = a + b*N (least squares) to the controller and
-             node figures of each strategy, and projects them to --project (default 64,256) nodes with
-             --controller-cores C (default 8). A PROJECTION, with its assumptions printed.
+  table      prints the rows of --results as a table, fits the controller and node figures of each strategy over
+             every measured size (least squares: cost = a + b*N, plus c*P with P the run's pings where the pings per
+             node grow with N: same_index, full_mesh), checks the fit of the sizes up to 16 against the sizes
+             measured beyond it (projected against measured), and projects to --project (default 64,256) nodes
+             with --controller-cores C (default 8). A PROJECTION, with its assumptions printed.
   floor      in one run, verify_network.yml against tools/bench/floor_verify_network.yml (the same two module
              round trips, hccn_facts and hccn_ping with the same targets, and nothing else), interleaved, on
              --nodes nodes; prints the ratio (goal <= 1.2x) and the naive transcription of the guide
@@ -257,6 +259,50 @@ def fit(xs, ys):
     return a, b, r2
 
 
+def fit2(xs, ps, ys):
+    """Least squares y = a + b x + c p (normal equations, Cramer's rule); returns a, b, c, r^2. Falls back to
+    :func:`fit` (c = 0) where p is a multiple of x (ring, sampled: the same pings per node at every size)."""
+    n = float(len(xs))
+    sx, sp, sy = sum(xs), sum(ps), sum(ys)
+    sxx = sum(x * x for x in xs)
+    spp = sum(p * p for p in ps)
+    sxp = sum(x * p for x, p in zip(xs, ps))
+    sxy = sum(x * y for x, y in zip(xs, ys))
+    spy = sum(p * y for p, y in zip(ps, ys))
+    m = [[n, sx, sp], [sx, sxx, sxp], [sp, sxp, spp]]
+
+    def det(a):
+        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    d = det(m)
+    if len(xs) < 3 or abs(d) < 1e-9 * max(1.0, abs(n * sxx * spp)):
+        a, b, r2 = fit(xs, ys)
+        return a, b, 0.0, r2
+    rhs = [sy, sxy, spy]
+    coef = []
+    for col in range(3):
+        mc = [row[:] for row in m]
+        for i in range(3):
+            mc[i][col] = rhs[i]
+        coef.append(det(mc) / d)
+    a, b, c = coef
+    my = sy / n
+    ss = sum((y - my) ** 2 for y in ys)
+    r2 = 1 - sum((y - a - b * x - c * p) ** 2 for x, p, y in zip(xs, ps, ys)) / ss if ss else 1.0
+    return a, b, c, r2
+
+
+def total_pings(strategy, n):
+    """The run's pings at ``n`` nodes under ``strategy`` (k 2, seed 0, round 0: what scale runs)."""
+    return npu_network.ping_coverage(sim_ips(n), strategy, 2, 0, 0)['pings']
+
+
+# Strategies whose pings per node grow with N (their controller cost gets a term per ping in the fit).
+PINGS_GROW = ('same_index', 'full_mesh')
+# The sizes the projection of 2026-12-05 was fitted on (2-16 nodes); larger measured sizes check it.
+FIT_CHECK_UP_TO = 16
+
+
 def load(path, forks, poll):
     rows = {}
     for line in Path(path).read_text().splitlines():
@@ -293,9 +339,16 @@ def cmd_table(args):
         if len(sizes) < 2:
             continue
         pick = [rows[(strategy, n)] for n in sizes]
+        # A pings term only where the pings per node grow with N; elsewhere P is left collinear with N (linear fit).
+        pings = [float(r['pings']) for r in pick] if strategy in PINGS_GROW else [float(n) for n in sizes]
+        small = [i for i, n in enumerate(sizes) if n <= FIT_CHECK_UP_TO]
         fits[strategy] = {
-            'controller': fit(sizes, [r['controller'] for r in pick]),
-            'main': fit(sizes, [r['main'] for r in pick]),
+            'controller': fit2(sizes, pings, [r['controller'] for r in pick]),
+            'main': fit2(sizes, pings, [r['main'] for r in pick]),
+            'check': [(n, fit([sizes[i] for i in small], [pick[i]['controller'] for i in small]),
+                       fit([sizes[i] for i in small], [pick[i]['floor']['controller'] for i in small])
+                       if all('floor' in pick[i] for i in small) else None, rows[(strategy, n)])
+                      for n in sizes if n > FIT_CHECK_UP_TO and len(small) >= 2],
             'node': fit(sizes, [r['node'] / r['nodes'] for r in pick]),
             'pings': fit(sizes, [r['pings'] / float(r['nodes']) for r in pick]),
             'latency_ms': pick[0]['latency_ms'],
@@ -303,7 +356,7 @@ def cmd_table(args):
             'node_mean': statistics.mean(r['node'] / r['nodes'] for r in pick),
         }
         if all('floor' in r for r in pick):
-            fits[strategy]['floor'] = fit(sizes, [r['floor']['controller'] for r in pick])
+            fits[strategy]['floor'] = fit2(sizes, pings, [r['floor']['controller'] for r in pick])
             fits[strategy]['floor_node'] = fit(sizes, [r['floor']['node'] / r['nodes'] for r in pick])
             fits[strategy]['floor_node_mean'] = statistics.mean(r['floor']['node'] / r['nodes'] for r in pick)
     with_mem = [r for r in rows.values() if 'mem' in r]
@@ -315,15 +368,39 @@ def cmd_table(args):
               % (worst['mem'], worst['strategy'], worst['nodes'], meminfo('MemTotal') / 1048576.0,
                  max(r['rss'] for r in with_mem)))
     print()
-    print('fit cost = a + b*N (least squares over the sizes above)')
+    print('fit cost = a + b*N [+ c*P, P the run\'s pings, where the pings per node grow with N] (least squares over '
+          'every size above)')
     for strategy, f in fits.items():
         for key, label in (('controller', 'controller CPU-s, whole run'), ('main', 'of it the main process  '),
                            ('floor', "Ansible's floor, controller"), ('node', 'node CPU-s per node      '),
                            ('floor_node', "floor's node CPU-s per node")):
             if key not in f:
                 continue
-            a, b, r2 = f[key]
-            print('  %-10s %s: a = %7.3f, b = %7.4f per node (r^2 %.3f)' % (strategy, label, a, b, r2))
+            if len(f[key]) == 4:
+                a, b, cp, r2 = f[key]
+                print('  %-10s %s: a = %7.3f, b = %7.4f per node%s (r^2 %.3f)'
+                      % (strategy, label, a, b, ', c = %.6f per ping' % cp if cp else '', r2))
+            else:
+                a, b, r2 = f[key]
+                print('  %-10s %s: a = %7.3f, b = %7.4f per node (r^2 %.3f)' % (strategy, label, a, b, r2))
+    checks = [(strategy, c_) for strategy, f in fits.items() for c_ in f['check']]
+    if checks:
+        print()
+        print('fit check: the linear fit of the sizes up to %d (what the projection used before sizes beyond it were '
+              'measured) against the sizes measured beyond it, controller CPU-s per node; MEASURED on one machine '
+              'that hosts the controller and every node: wall times there are an upper bound, CPU seconds are the '
+              'figures to read' % FIT_CHECK_UP_TO)
+        for strategy, (n, ours, floor, r) in checks:
+            proj = (ours[0] + ours[1] * n) / n
+            meas = r['controller'] / n
+            line = '  %-10s %3d nodes: projected %.3f, measured %.3f (%+.0f%%)' % (
+                strategy, n, proj, meas, 100.0 * (meas / proj - 1))
+            if floor is not None and 'floor' in r:
+                fproj = (floor[0] + floor[1] * n) / n
+                fmeas = r['floor']['controller'] / n
+                line += '; the floor projected %.3f, measured %.3f (%+.0f%%); ours over the floor measured %+.3f' % (
+                    fproj, fmeas, 100.0 * (fmeas / fproj - 1), meas - fmeas)
+            print(line)
     c = args.controller_cores
     cfg_forks = int(any_row['forks'] or 5)
     print()
@@ -342,8 +419,9 @@ def cmd_table(args):
              'pings/node'))
     for strategy, f in fits.items():
         for n in args.project:
-            ctrl = f['controller'][0] + f['controller'][1] * n
-            main = f['main'][0] + f['main'][1] * n
+            p_n = total_pings(strategy, n) if strategy in PINGS_GROW else 0
+            ctrl = f['controller'][0] + f['controller'][1] * n + f['controller'][2] * p_n
+            main = f['main'][0] + f['main'][1] * n + f['main'][2] * p_n
             node = f['node'][0] + f['node'][1] * n if f['node'][1] > 0 else f['node_mean']
             pings = npu_network.ping_coverage(sim_ips(n), strategy, 2, 0, 0)['pings'] / float(n)
             latency = f['latency_ms'] / 1000.0 * (1 + math.ceil(pings / MAX_WORKERS))
@@ -357,7 +435,8 @@ def cmd_table(args):
     print('goals: controller CPU <= 0.3 s per node; node cost flat in N for ring and sampled; 64 nodes with ring '
           '<= 30 s (projected)')
     for strategy, f in fits.items():
-        ctrl64 = (f['controller'][0] + f['controller'][1] * 64) / 64
+        p64 = total_pings(strategy, 64) if strategy in PINGS_GROW else 0
+        ctrl64 = (f['controller'][0] + f['controller'][1] * 64 + f['controller'][2] * p64) / 64
         node_b = f['node'][1]
         span = f['sizes'][-1] - f['sizes'][0]
         growth = node_b * span / max(f['node_mean'], 1e-9)
@@ -379,7 +458,7 @@ def cmd_table(args):
         print('  %-10s controller at 64 nodes %.3f CPU-s/node (%s); node cost slope %+.4f s per node: %s'
               % (strategy, ctrl64, 'met' if ctrl64 <= 0.3 else 'NOT MET', node_b, verdict))
         if 'floor' in f:
-            floor64 = (f['floor'][0] + f['floor'][1] * 64) / 64
+            floor64 = (f['floor'][0] + f['floor'][1] * 64 + f['floor'][2] * p64) / 64
             print('  %-10s   Ansible\'s floor (the same two module round trips, nothing else) at 64 nodes %.3f '
                   'CPU-s/node: ours is %+.3f (%.2fx)' % (strategy, floor64, ctrl64 - floor64, ctrl64 / floor64))
 

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import node_result
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import ping_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
 
 
@@ -53,16 +54,19 @@ class ActionModule(ControllerReportAction):
             node_results = dict((host, merged[host] if host in merged else node_result(facts.get(host),
                                                                                        pings.get(host)))
                                 for host in hosts)
-        coverage = None
+        coverage = plan = None
         if args['ping_strategy']:
             ips = dict((host, (values.get('ips') if isinstance(values, dict) else None) or {})
                        for host, values in facts.items())
+            # The plan the pings ran (the same rules as hccn_ping_targets): its coverage, and which pings passed,
+            # so that the report can tell the suspect ports and links from their symptoms.
+            strategy = (args['ping_strategy'], args['ping_sample_k'], args['ping_seed'], args['ping_round'])
             try:
-                coverage = ping_coverage(ips, args['ping_strategy'], args['ping_sample_k'], args['ping_seed'],
-                                         args['ping_round'])
+                plan = ping_plan(ips, *strategy)
+                coverage = ping_coverage(ips, *strategy, plan=plan)
             except ValueError as e:
                 raise AnsibleActionFail(str(e)) from e
-        report = npu_network_report(node_results, all_hosts, args['label'], coverage)
+        report = npu_network_report(node_results, all_hosts, args['label'], coverage, plan)
         result.update(changed=False, report=report, ok=report['ok'], summary=report['summary'],
                       findings=report['findings'], coverage=report['coverage'])
         if args['path']:

@@ -297,10 +297,14 @@ _NEWER_FLAGS = {
                     'that runs (mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.11.post1"), so '
                     'the flag is left out, or leave metrics_address unset (role: mooncake_master_metrics_address: "")',
 }
-for _flag in ('rpc_port', 'rpc_thread_num', 'ha_backend_type', 'ha_backend_connstring'):
+for _flag in ('rpc_port', 'ha_backend_type', 'ha_backend_connstring'):
     _NEWER_FLAGS[_flag] = ('This Mooncake release has no --%s: declare the version that runs '
                            '(mooncake_version; role: mooncake_master_mooncake_version, e.g. "0.3.9"), so the '
                            'spellings of that release are written' % _flag)
+# Every release from 0.3.9 has it: a master without it is older than the collection's table.
+_NEWER_FLAGS['rpc_thread_num'] = ('This Mooncake release has no --rpc_thread_num (0.3.9 and later have it): leave '
+                                  'max_threads unset (role: mooncake_master_max_threads: 0), or run Mooncake 0.3.9 '
+                                  'or later')
 _UNKNOWN_FLAG = re.compile(r"unknown command line flag '([A-Za-z0-9_]+)'")
 
 

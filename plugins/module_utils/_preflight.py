@@ -16,6 +16,8 @@ __metaclass__ = type
 import ipaddress
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import PYTHON_NAME
+
 TCP_LISTEN = '0A'
 # Keys include parentheses: Active(anon), Inactive(file)...
 _MEM_RE = re.compile(r'^([\w()]+):\s+(\d+)(?:\s+kB)?\s*$')
@@ -262,7 +264,6 @@ MOONCAKE_LOCATE_CODE = ("import importlib.util\n"
                         "s = importlib.util.find_spec('mooncake')\n"
                         "print('\\n'.join(s.submodule_search_locations or []) if s else '')\n")
 _LDD_NOT_FOUND_RE = re.compile(r'^\s*(\S+)\s+=>\s+not found\s*$')
-_PYTHON_RE = re.compile(r'^python[0-9.]*$')
 # pip's (distlib's) console script when the interpreter's path is too long for a shebang or has a blank:
 #   #!/bin/sh
 #   '''exec' /long/path/bin/python3 "$0" "$@"        (or '''exec' "/path with blanks/python3" "$0" "$@")
@@ -285,7 +286,7 @@ def parse_ldd_missing(text):
 
 
 def _is_python(path):
-    return bool(_PYTHON_RE.match(path.rstrip('/').rpartition('/')[2]))
+    return bool(PYTHON_NAME.match(path.rstrip('/').rpartition('/')[2]))
 
 
 def console_script_interpreter(text):

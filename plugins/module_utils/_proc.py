@@ -84,7 +84,7 @@ def parse_cmdline(raw):
     return [p.decode('utf-8', 'replace') for p in parts]
 
 
-_PYTHON_NAME = re.compile(r'^python[0-9.]*$')
+PYTHON_NAME = re.compile(r'^python[0-9.]*$')
 
 
 def wrapper_child(argv, children, name):
@@ -93,12 +93,12 @@ def wrapper_child(argv, children, name):
 
     The wheel's ``mooncake_master`` up to 0.3.12.post1 is such a script (``subprocess.call`` of the packaged
     binary); from 0.3.13 it ``exec``s the binary, so the main process is the master itself."""
-    if not argv or len(argv) < 2 or not _PYTHON_NAME.match(os.path.basename(argv[0])):
+    if not argv or len(argv) < 2 or not PYTHON_NAME.match(os.path.basename(argv[0])):
         return None
     if os.path.basename(argv[1]) != name:
         return None
     for pid, child in children:
-        if child and os.path.basename(child[0]) == name and not _PYTHON_NAME.match(os.path.basename(child[0])):
+        if child and os.path.basename(child[0]) == name and not PYTHON_NAME.match(os.path.basename(child[0])):
             return pid
     return None
 

@@ -97,7 +97,8 @@ options:
   max_threads:
     description:
       - RPC worker threads (C(--rpc_thread_num) on every release); raise it for many clients. Unset keeps Mooncake's
-        default (the host's CPU count, at most 4 through 0.3.12 and 16 from 0.3.13).
+        default (the host's CPU count, capped at the release's own default: 4 up to 0.3.11.post1, 16 from
+        0.3.12.post1).
     type: int
   client_ttl:
     description:
@@ -263,15 +264,17 @@ reason:
 pid:
   description:
     - Pid of the real master process on the host; null when stopped.
-    - The unit's main pid (of the container's process with O(container)), or, when that is a Python wrapper of the
-      wheel (Mooncake up to 0.3.12.post1), its child that runs the real C(mooncake_master) binary.
+    - The unit's main pid (in a service container, the process under the container's init), or, when that is a
+      Python wrapper of the wheel (Mooncake up to 0.3.12.post1), its child that runs the real C(mooncake_master)
+      binary.
   returned: always
   type: int
   sample: 4682
 wrapper_pid:
-  description: Pid of the wrapper that runs the real master as its child (the unit's main pid); null when the main
-    process is the master itself (Mooncake 0.3.13 and later, or a source build) or when stopped.
-  returned: always
+  description: Pid of the wrapper that runs the real master as its child (the unit's main pid, or the child of the
+    container's init); null when the main process is the master itself (Mooncake 0.3.13 and later, or a source
+    build) or when stopped.
+  returned: success
   type: int
   sample: null
 unit:
@@ -342,6 +345,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
+    PYTHON_NAME,
     http_status,
     parse_cmdline,
     tcp_open,
@@ -360,8 +364,10 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     unit_argument_spec,
 )
 
-BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin', '/opt/*/bin']
+BINARY_DIRS = list(_preflight.MASTER_BINARY_DIRS)
 UNIT = 'kvpool-mooncake-master'
+# The init a service container runs under (docker run --init: docker-init, a tini).
+CONTAINER_INITS = ('docker-init', 'tini', 'tini-static')
 # Files of the layout before the units (detached process + pid file): converted by the next run.
 LEGACY_PID = 'mooncake_master.pid'
 LEGACY_SETTINGS = 'settings.json'
@@ -563,14 +569,29 @@ def _run(module):
 
 
 def real_master(result):
-    """Point ``pid`` of ``result`` at the real master when the unit's main process is the wheel's Python wrapper
-    (Mooncake up to 0.3.12.post1 runs the binary as its child); ``wrapper_pid`` keeps the wrapper's."""
+    """Point ``pid`` of ``result`` at the real master when the main process (of the unit, or of the container under
+    its init) is the wheel's Python wrapper (Mooncake up to 0.3.12.post1 runs the binary as its child);
+    ``wrapper_pid`` keeps the wrapper's. /proc is scanned for children only where the main process is an init or a
+    Python."""
     result['wrapper_pid'] = None
     pid = result.get('pid')
     if not pid:
         return
-    argv = parse_cmdline(read_bytes('/proc/%d/cmdline' % pid, 65536))
-    child = wrapper_child(argv, proc_children(pid) if argv else [], 'mooncake_master')
+
+    def argv_of(p):
+        return parse_cmdline(read_bytes('/proc/%d/cmdline' % p, 65536)) or []
+
+    argv = argv_of(pid)
+    if argv and os.path.basename(argv[0]) in CONTAINER_INITS:  # a service container runs with docker's init
+        children = proc_children(pid)
+        if len(children) != 1:
+            return
+        pid, argv = children[0]
+    if not argv or len(argv) < 2 or not PYTHON_NAME.match(os.path.basename(argv[0])):
+        if pid != result['pid']:
+            result['pid'] = pid  # the master itself under the container's init
+        return
+    child = wrapper_child(argv, proc_children(pid), 'mooncake_master')
     if child:
         result.update(pid=child, wrapper_pid=pid)
 

@@ -48,7 +48,11 @@ options:
         summary's second line states its coverage, for example
         C(ping plan ring: 512 of 129,024 cross-node NPU pairs; every port pinged at least once), and the report
         holds it as C(coverage).
-      - The plan is derived again from each host's O(facts_var) C(ips), with the same rules as the pings.
+      - >-
+        The plan is derived again from each host's O(facts_var) C(ips), with the same rules as the pings. It also
+        tells which pings passed, so that the failed ones are localized: the summary names the suspect ports and
+        links first, each with the failed pings it explains (RV(report) keeps every one as a finding), then the
+        rest (docs/network.md, "Suspects").
     type: str
   ping_sample_k:
     description: C(sampled) only, the peers each port pings (the role's C(npu_network_ping_sample_k)).
@@ -94,7 +98,22 @@ ok:
   type: bool
 report:
   description:
-    - The report (C(ok), C(label), C(nodes), C(npus_checked), C(pings), C(findings), C(coverage), C(summary)).
+    - The report (C(ok), C(label), C(nodes), C(npus_checked), C(pings), C(findings), C(suspects), C(links),
+      C(coverage), C(summary)).
+    - >-
+      A failed ping's finding names both ends, in its message (C(ping node1/npu3 -> node2/npu3 ...)); C(node) and
+      C(npu) are the sender's, C(peer) the target port. A finding that a suspect's or link's summary line explains
+      has C(explained_by), that suspect's C(port) or the link's C(name).
+    - >-
+      C(suspects) (with O(ping_strategy)): the ports the failed pings point at, each with C(kind) (C(port): every
+      known ping through it failed while a peer's other pings passed, or its link's checks failed too; C(partial):
+      some of its pings failed, to 2 or more peers whose other pings passed, or to one when its link's checks
+      failed), C(port), C(node), C(npu), C(failed), C(through) (known pings sent or answered), C(failed_from),
+      C(failed_to), C(peers), C(checks) (its link's failed checks, joined to its line) and C(unconfirmed_peers).
+    - >-
+      C(links): C(kind) C(link) (failed pings between two ports whose other pings passed) or C(undecided) (ports
+      whose every ping failed, between them, with no other ping to tell which is bad), C(name) (C(a <-> b); a larger
+      undecided group by its first port and its size), C(ports), C(failed), C(through), C(checks).
     - C(coverage) (null without O(ping_strategy)) has C(strategy), C(pings), C(pairs) (distinct cross-node NPU
       pairs pinged), C(total_pairs), C(ports), C(ports_pinged), C(not_pinged) (C(node/npuN) of ports with an IP that
       no ping reached), and for C(sampled) C(k), C(seed), C(round) and C(full_cycle) (rounds until every same-index
@@ -103,16 +122,20 @@ report:
   type: dict
 summary:
   description: The summary lines, first the totals, then the ping plan's coverage (with O(ping_strategy)), then one
-    line per finding.
+    line per suspect node, port, undecided group and link (with O(ping_strategy)), then one line per other finding.
   returned: always
   type: list
   elements: str
   sample:
-    - "NPU network verification: 2 node(s), 16 NPU(s), 16 cross-node ping(s): 1 problem(s)"
-    - "ping plan same_index: 8 of 64 cross-node NPU pairs; every port pinged at least once"
-    - "node2      npu3   link             link is DOWN | raw: link status: DOWN"
+    - "NPU network verification: 6 node(s), 48 NPU(s), 48 cross-node ping(s): 4 problem(s): 1 suspect port, 1 other"
+    - "ping plan ring: 48 of 960 cross-node NPU pairs; every port pinged at least once"
+    - "suspect port node4/npu5: 2 of 2 pings through it failed (1 from it, 1 to it); its 2 peers' other pings passed;
+      also failed here: link: link is DOWN (raw: link status: DOWN) | e.g. ping node4/npu5 -> node5/npu5
+      (29.1.5.85): Command execute failed!"
+    - "node2      npu3   optical          ..."
 findings:
-  description: The report's C(findings) (each with C(node), C(npu), C(check), C(message), C(raw)), as in RV(report).
+  description: The report's C(findings) (each with C(node), C(npu), C(check), C(message), C(raw); a failed ping's
+    with C(peer); one that a suspect's line explains with C(explained_by)), as in RV(report).
   returned: always
   type: list
   elements: dict

@@ -250,6 +250,7 @@ mooncake_libraries:
 import glob
 import os
 import socket
+import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -410,11 +411,18 @@ def find_master(module, name):
 
 
 def read_head(path, size=8192):
+    """The first ``size`` bytes of a regular file, or b'' (a FIFO or device at the path is never opened for a
+    blocking read, so nothing hangs)."""
     try:
-        with open(path, 'rb') as handle:
-            return handle.read(size)
-    except (IOError, OSError):
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0) | getattr(os, 'O_NOCTTY', 0))
+    except OSError:
         return b''
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else b''
+    except OSError:
+        return b''
+    finally:
+        os.close(fd)
 
 
 def mooncake_libraries(module, name, env, timeout=30):
@@ -455,8 +463,10 @@ def mooncake_libraries(module, name, env, timeout=30):
         out['error'] = 'ldd not found on this node'
         return out
     rc, stdout, stderr = execute([ldd, binary], timeout=timeout, env=env)[:3]
-    if rc == -9:
-        out['error'] = 'ldd %s: %s' % (binary, ((stderr or '').strip().splitlines() or ['timed out'])[-1])
+    # ldd exits 1 for a binary that lacks a library too (its stdout then names it); any other failure is reported
+    if rc != 0 and not _preflight.parse_ldd_missing(stdout) and 'not a dynamic executable' not in (stderr or ''):
+        out['error'] = 'ldd %s: %s' % (binary, ((stderr or stdout or '').strip().splitlines()
+                                                or ['timed out' if rc == -9 else 'exit status %d' % rc])[-1])
     out['raw'] = _preflight.ldd_not_found(stdout)
     out['missing'] = _preflight.parse_ldd_missing(stdout)
     return out

@@ -641,12 +641,11 @@ def check_mooncake_libraries(record):
     if not isinstance(libs, dict):
         return []
     binary, wrapper = libs.get('binary'), libs.get('wrapper')
+    unread = [_finding(host, 'versions', 'the Mooncake master\'s libraries could not be read: %s' % libs['error'],
+                       'Check that mooncake_master runs on this node (mooncake_master --help), and reinstall '
+                       'Mooncake if it does not.', 'warning')] if libs.get('error') else []
     if not binary:
-        if not libs.get('error'):
-            return []
-        return [_finding(host, 'versions', 'the Mooncake master\'s libraries could not be read: %s' % libs['error'],
-                         'Check that mooncake_master runs on this node (mooncake_master --help), and reinstall '
-                         'Mooncake if it does not.', 'warning')]
+        return unread
     where = 'mooncake_master %s%s' % (binary, ' (run by %s)' % wrapper if wrapper else '')
     wheels = ', '.join(libs.get('wheels') or [])
     raw = dict((str(line).split()[0], line) for line in libs.get('raw') or [] if str(line).split())
@@ -661,7 +660,7 @@ def check_mooncake_libraries(record):
             fix = ('Install the package of the node\'s OS (or the wheel) that provides %s, or add the directory that '
                    'holds it to mooncake_master_environment.LD_LIBRARY_PATH' % lib)
         found.append(_finding(host, 'versions', text + ('; installed here: %s' % wheels if wheels else ''), fix + '.'))
-    return found
+    return found + unread
 
 
 def check_versions(record):

@@ -34,8 +34,8 @@ DOCKER_CONTAINER = 'community.docker.docker_container'
 # What the module returns only for this flow; never part of the task's result.
 INTERNAL = ('container_ops', 'container_definition', 'container_secret_env', 'container_restart')
 # What the gate step knows better than the render step.
-FROM_GATE = ('health', 'pid', 'state', 'ready_seconds', 'models', 'health_body', 'log_tail', 'failed', 'msg',
-             'legacy_pid', 'exception')
+FROM_GATE = ('health', 'pid', 'wrapper_pid', 'state', 'ready_seconds', 'models', 'health_body', 'log_tail', 'failed',
+             'msg', 'legacy_pid', 'exception')
 
 
 def public(result):
@@ -113,6 +113,8 @@ def run(run_module, run_docker, task_args, secrets=None, check_mode=False):
             return finish()
         if op.get('name') == unit and res.get('changed'):
             result.update(action='stopped', state='stopped', pid=None)
+            if 'wrapper_pid' in result:  # mooncake_master's
+                result['wrapper_pid'] = None
     if rendered.get('failed') or rendered.get('container_definition') is None:
         if result.get('action') == 'stopped' and pending_diff and pending_diff not in diffs:
             diffs.insert(0, pending_diff)

@@ -6,25 +6,14 @@ and the scenarios install is the one their inventories and vars declare (mooncak
 test renders the master's flags for the binary that really runs them (issue 36: the mock once declared 0.3.9 and
 ran 0.3.13.post1, which accepted every flag and hid a master that cannot start on 0.3.9)."""
 
-import importlib.machinery
-import importlib.util
 import re
 from pathlib import Path
 
 import yaml
 
+from mockctl_module import mockctl
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _mockctl():
-    loader = importlib.machinery.SourceFileLoader("mockctl_versions", str(ROOT / "tests/mock/mockctl"))
-    spec = importlib.util.spec_from_loader("mockctl_versions", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-mockctl = _mockctl()
 
 
 def load(rel):

@@ -9,7 +9,6 @@ clock and puts it back, and removes the cluster.
 """
 
 import concurrent.futures
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -33,15 +32,7 @@ STUB_CLIENT = HERE / "node" / "stub-client"
 NPU_SMI_PARSER = HERE.parents[1] / "plugins" / "module_utils" / "_npu_smi.py"  # the collection's reader of npu-smi
 
 
-def _load_mockctl():
-    loader = importlib.machinery.SourceFileLoader("mockctl", str(MOCKCTL))
-    spec = importlib.util.spec_from_loader("mockctl", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-mockctl = _load_mockctl()
+from mockctl_module import mockctl  # noqa: E402
 
 
 def _interpreter():
@@ -303,6 +294,47 @@ def test_ping_off_subnet_needs_gateway(sim):
     assert ping(sim, "29.1.1.84").returncode == 0  # same /24 still works
 
 
+@pytest.mark.parametrize("side", ["node1", "node2"])
+def test_ping_peer_breaks_one_link_both_ways(sim, side):
+    # A bad link between node1/npu3 and node2/npu3, set on either end: the pings between them time out as a lost
+    # reply does on the real tool, both ways; every other ping of both ports passes.
+    sim.fault(side, 3, "ping_peer", "node2:3" if side == "node1" else "node1:3")
+    for node, target in (("node1", "29.1.2.83"), ("node2", "29.1.1.83")):
+        res = ping(sim, target, "3", node)
+        assert (res.returncode, res.stdout, res.stderr) == (
+            1, "device 3 PING %s\n" % target + TIMEOUTS, "Command execute failed!\n"), node
+    for node, npu, target in (("node1", "3", "29.1.2.84"), ("node2", "4", "29.1.1.83"),
+                              ("node1", "4", "29.1.2.83"), ("node2", "3", "29.1.1.84")):
+        res = ping(sim, target, npu, node)
+        ok = PING_OK.pattern.replace("device 3 PING 29\\.1\\.2\\.83", "device %s PING %s" % (npu, re.escape(target)))
+        assert res.returncode == 0 and re.fullmatch(ok, res.stdout) and res.stderr == "", (node, npu, target)
+    # hccn_facts' view of both ports stays healthy: only the link is bad.
+    for node in ("node1", "node2"):
+        assert sim.hccn("-i", "3", "-link", "-g", node=node).stdout == "link status: UP\n"
+        assert sim.hccn("-i", "3", "-net_health", "-g", node=node).stdout == "net health status: Success\n"
+
+
+def test_ping_peer_several_peers_and_bookkeeping(sim):
+    sim.fault("node1", 3, "ping_peer", "node2:03,node2:5,node2:3")  # canonical: no leading zero, no repeat
+    assert sim.state("node1")["faults"] == {"3": {"ping_peer": "node2:3,node2:5"}}
+    assert re.search(r"node1\s+3\s+ping_peer\s+node2:3,node2:5", sim.mockctl("fault", "list").stdout)
+    assert ping(sim, "29.1.2.83").returncode == 1 and ping(sim, "29.1.2.85").returncode == 1
+    assert ping(sim, "29.1.2.84").returncode == 0
+    sim.mockctl("fault", "clear")
+    assert ping(sim, "29.1.2.83").returncode == 0 and sim.state("node1")["faults"] == {}
+
+
+@pytest.mark.parametrize("node,npu,value", [
+    ("node1", "3", "node2"), ("node1", "3", "node2:x"), ("node1", "3", "2:3"), ("node1", "3", "node2:3;node2:4"),
+    ("node1", "3", ""), ("node1", "all", "node2:3"), ("node1", "3", "node1:4"), ("node1", "3", "node9:3"),
+    ("node1", "3", "node2:8"), ("all", "3", "node2:3")])
+def test_ping_peer_bad_values(sim, node, npu, value):
+    res = sim.mockctl("fault", "set", "--node", node, "--npu", npu, "--check", "ping_peer", "--value", value,
+                      check=False)
+    assert res.returncode == 1 and "ping_peer" in res.stderr, res.stderr
+    assert sim.state("node1")["faults"] == {}
+
+
 # --- hccn_tool: busy, device, driver, usage errors ----------------------------------------------------------------
 BUSY = "hccn_tool is busy, please try again.\n"
 
@@ -503,6 +535,9 @@ def test_npu_smi_unsimulated(sim):
 
 def _parse_info(text):
     """The collection's own npu-smi parser on the stub's output: the stub must print what real hosts print."""
+    collections = str(HERE.parents[1] / ".collections")  # it imports its siblings as ascend.kvpool (no install)
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
     spec = importlib.util.spec_from_file_location("kvpool_npu_smi_parser", NPU_SMI_PARSER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

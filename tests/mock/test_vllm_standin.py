@@ -71,6 +71,8 @@ def _find_python(master):
 @pytest.fixture(scope="module")
 def master_bin():
     path = _find_master()
+    if path is None and os.environ.get("KVPOOL_TEST_MOONCAKE_MASTER"):
+        pytest.fail("KVPOOL_TEST_MOONCAKE_MASTER=%s is not an executable" % os.environ["KVPOOL_TEST_MOONCAKE_MASTER"])
     if path is None:
         pytest.skip("mooncake_master not found: set KVPOOL_TEST_MOONCAKE_MASTER or put it on PATH "
                     "(pip install mooncake-transfer-engine-non-cuda==0.3.13.post1)")
@@ -79,9 +81,18 @@ def master_bin():
 
 @pytest.fixture(scope="module")
 def mc_python(master_bin):
+    wanted = os.environ.get("KVPOOL_TEST_MOONCAKE_PYTHON")
     python = _find_python(master_bin)
+    if wanted and python != wanted:
+        pytest.fail("KVPOOL_TEST_MOONCAKE_PYTHON=%s does not import mooncake.store" % wanted)
     if python is None:
         pytest.skip("no Python that imports mooncake.store: set KVPOOL_TEST_MOONCAKE_PYTHON")
+    version = os.environ.get("KVPOOL_TEST_MOONCAKE_VERSION")
+    if version:  # the release under test (make mooncake-matrix: 0.3.11.post1, the vllm-ascend images')
+        out = subprocess.run([python, "-c", "import importlib.metadata as m; "
+                              "print(m.version('mooncake-transfer-engine-non-cuda'))"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        assert out == version, (python, out)
     return python
 
 

@@ -25,6 +25,7 @@ __metaclass__ = type
 import concurrent.futures
 import glob
 import os
+import random
 import re
 import signal
 import socket
@@ -49,6 +50,7 @@ from ansible.module_utils.common.validation import (  # noqa: E402
 )
 from ansible_collections.ascend.kvpool.plugins.filter.etcd import FilterModule as EtcdFilters  # noqa: E402
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake as mc  # noqa: E402
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master  # noqa: E402
 
 VERSIONS = ('0.3.9', '0.3.11.post1', '0.3.12.post1', '0.3.13.post1')
 SCENARIOS = ('defaults', 'tunables', 'ha')
@@ -201,14 +203,21 @@ def role_params(host_vars=None):
 
 
 def free_ports(count, taken):
+    """Loopback ports free now, below the ephemeral range (20000-32767): no outgoing connection of the test's
+    polling or of a master's etcd retries can take one before its master binds it."""
     out = []
+    rng = random.Random(os.getpid())
     while len(out) < count:
+        port = rng.randrange(20000, 32768)
+        if port in taken:
+            continue
         with socket.socket() as sock:
-            sock.bind(('127.0.0.1', 0))
-            port = sock.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
-            out.append(port)
+            try:
+                sock.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+        taken.add(port)
+        out.append(port)
     return out
 
 
@@ -283,6 +292,14 @@ def _group_members(pgid):
     return out
 
 
+def _cmdline(pid):
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().split(b'\0')[0].decode('utf-8', 'replace')
+    except OSError:
+        return ''
+
+
 def stop_group(proc):
     """SIGTERM, then SIGKILL after 5 s, to the process group of ``proc`` (its own session); then reap it. The group
     leader is reaped last, so the group id cannot be reused by another process while it is signalled."""
@@ -330,6 +347,10 @@ def run_master(version, scenario, params, extra_args, workdir, flags):
                 if health and health[0] == 200:
                     out['health'] = health
                     out['rpc_listening'] = True
+                    # what the module reports of this master: the real binary's pid, the wrapper's apart
+                    status = {'pid': proc.pid}
+                    mooncake_master.real_master(status)
+                    out['status'] = dict(status, main_pid=proc.pid, cmdline=_cmdline(status['pid']))
                     out['metrics'] = http_get(params['metrics_port'], '/metrics')
                     break
             time.sleep(POLL)
@@ -359,9 +380,13 @@ def scenario_params(version, scenario, base, taken):
 
 def helpfull(version):
     path = venv(version)
-    done = subprocess.run([str(path / 'bin' / 'mooncake_master'), '--helpfull'], capture_output=True, text=True,
-                          env=master_env(path), timeout=60, check=False)
-    return helpfull_flags(done.stdout + done.stderr)
+    proc = subprocess.Popen([str(path / 'bin' / 'mooncake_master'), '--helpfull'], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=master_env(path), start_new_session=True)
+    try:
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        stop_group(proc)  # the wrapper's child too, should it hang
+    return helpfull_flags(out)
 
 
 @pytest.fixture(scope='module')
@@ -475,6 +500,13 @@ def test_role_defaults(matrix, version):
     run = seen(matrix, 'defaults', version)
     check_serving(run)
     check_rendering(run)
+    # The module's pid is the real master's: up to 0.3.12.post1 the child of the wheel's wrapper, from 0.3.13.post1
+    # the main process itself (the wrapper execs the binary).
+    status = run['status']
+    assert status['cmdline'].endswith('/site-packages/mooncake/mooncake_master'), status
+    wrapped = mc.parse_mooncake_version(version) < (0, 3, 13)
+    assert (status['wrapper_pid'] == status['main_pid'] != status['pid']) if wrapped else (
+        status['wrapper_pid'] is None and status['pid'] == status['main_pid']), status
     parsed = mc.parse_mooncake_version(version)
     for flag, before, since in mc.CHANGED_DEFAULTS:
         if flag not in run['settings']:

@@ -70,7 +70,10 @@ def test_report_names_node_npu_check_and_raw_line():
     keys = [(f['node'], f['npu'], f['check']) for f in rep['findings']]
     assert keys == [('node1', 3, 'link'), ('node1', 3, 'ping'), ('node2', 5, 'npu_health'),
                     ('node3', None, 'unreachable')]
-    assert 'ping to node2/npu3 (29.1.2.83)' in rep['findings'][1]['message']
+    # Both ends, the sender's node and NPU; without a plan (nothing known of the pings that passed) every failed
+    # ping is a line of its own.
+    assert rep['findings'][1]['message'].startswith('ping node1/npu3 -> node2/npu3 (29.1.2.83): ')
+    assert rep['findings'][1]['peer'] == 'node2/npu3' and rep['suspects'] == rep['links'] == []
     row = [line for line in rep['summary'] if line.startswith('node1') and ' link ' in line][0]
     assert 'npu3' in row and 'raw: link status: DOWN' in row
     assert '4 problem(s)' in rep['summary'][0]

@@ -328,9 +328,10 @@ def test_module_refuses_bad_ports_and_targets(args, text, monkeypatch, capsys):
 # --- the Mooncake master's libraries ----------------------------------------------------------------------------
 # Hermetic: a console script run by this test's python, which finds a package "mooncake" made in tmp_path through
 # PYTHONPATH given as the master's environment, and an ldd stand-in that prints a recorded answer. Real: the PyPI
-# wheels in the venvs under /tmp/mc (skipped where they are not installed), with the node's own ldd.
+# wheels in the venvs of `make mooncake-matrix` ($KVPOOL_MOONCAKE_MATRIX/<version>, which that target sets and runs
+# these tests with; skipped without it, failed when it is set and a venv is missing), with the node's own ldd.
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'module_utils', 'fixtures', 'preflight')
-REAL_VENVS = '/tmp/mc'
+REAL_VENVS = os.environ.get('KVPOOL_MOONCAKE_MATRIX', '')
 
 
 def fake_ldd(tmp_path, fixture):
@@ -417,11 +418,13 @@ def test_a_bad_master_environment_is_refused_naming_it(env, text, monkeypatch, c
 
 
 def real_wheel(version):
-    script = os.path.join(REAL_VENVS, 'v%s' % version, 'bin', 'mooncake_master')
+    if not REAL_VENVS:
+        pytest.skip('KVPOOL_MOONCAKE_MATRIX is unset: make mooncake-matrix runs these with the real wheels')
+    script = os.path.join(REAL_VENVS, version, 'bin', 'mooncake_master')
     ldd = shutil.which('ldd')
-    if not os.path.isfile(script) or not ldd:
-        pytest.skip('PyPI mooncake-transfer-engine-non-cuda==%s is not installed in %s (or no ldd here)'
-                    % (version, os.path.dirname(os.path.dirname(script))))
+    assert os.path.isfile(script) and ldd, ('PyPI mooncake-transfer-engine-non-cuda==%s is not installed in %s '
+                                            '(or no ldd here): run make mooncake-matrix'
+                                            % (version, os.path.dirname(os.path.dirname(script))))
     return script, ldd
 
 

@@ -384,3 +384,31 @@ def test_master_pid_is_the_real_binary_behind_a_python_wrapper(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_master_pid_under_a_container_init_is_the_real_master(tmp_path):
+    """A service container runs with docker's init (docker-init, PID 1 of the container): its pid on the host is the
+    init's. The module reports the master under it, and the wrapper's pid apart where the wheel has one."""
+    pkg = tmp_path / 'site-packages' / 'mooncake'
+    pkg.mkdir(parents=True)
+    real = pkg / 'mooncake_master'
+    real.symlink_to('/bin/sh')
+    wrapper = tmp_path / 'bin' / 'mooncake_master'
+    wrapper.parent.mkdir()
+    wrapper.write_text('import subprocess, sys\nsys.exit(subprocess.call([%r] + sys.argv[1:]))\n' % str(real))
+    # docker-init (argv[0] "docker-init") runs the container's command as its child: a bash under that name
+    proc = subprocess.Popen(['bash', '-c', 'exec -a docker-init bash -c "%s %s; true"' % (sys.executable, wrapper)],
+                            stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        for _ in range(300):
+            result = {'pid': proc.pid}
+            mooncake_master.real_master(result)
+            if result['wrapper_pid']:
+                break
+            time.sleep(0.01)
+        assert result['wrapper_pid'] not in (None, proc.pid) and result['pid'] not in (proc.pid, result['wrapper_pid'])
+        with open('/proc/%d/cmdline' % result['pid'], 'rb') as f:
+            assert f.read().split(b'\0')[0].endswith(b'mooncake/mooncake_master')
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
