@@ -32,7 +32,7 @@ description:
     the task with the unit's name and the tail of its journal (C(journalctl -u kvpool-mooncake-master -n
     <log_lines>)) in the message.
   - The flags are written C(--name=value) in the spelling of O(mooncake_version), checked against the real
-    C(mooncake_master) of PyPI's 0.3.9, 0.3.11.post1, 0.3.12.post1 and 0.3.13.post1. Before 0.3.12 (and unset):
+    C(mooncake_master) of PyPI's 0.3.9, 0.3.11.post1, 0.3.12.post1 and 0.3.13.post1. Before 0.3.12 (and unset)
     C(--port), HA with C(--etcd_endpoints); from 0.3.12 C(--rpc_port), HA with C(--ha_backend_type=etcd) and
     C(--ha_backend_connstring). The thread count is C(--rpc_thread_num) on every release (C(--max_threads) is
     capped at the host's CPU count). O(metrics_address) (C(--metrics_host)) is written from 0.3.13 only; a declared
@@ -97,7 +97,7 @@ options:
   max_threads:
     description:
       - RPC worker threads (C(--rpc_thread_num) on every release); raise it for many clients. Unset keeps Mooncake's
-        default (the host's CPU count, capped at the release's own default: 4 up to 0.3.11.post1, 16 from
+        default (the host's CPU count, capped at the release's own default, 4 up to 0.3.11.post1 and 16 from
         0.3.12.post1).
     type: int
   client_ttl:

@@ -365,7 +365,7 @@ def test_master_pid_is_the_real_binary_behind_a_python_wrapper(tmp_path):
     proc = subprocess.Popen([sys.executable, str(wrapper)], stdin=subprocess.PIPE, start_new_session=True)
     try:
         result = {'pid': proc.pid}
-        for _ in range(200):  # the child appears within milliseconds
+        for _attempt in range(200):  # the child appears within milliseconds
             mooncake_master.real_master(result)
             if result['wrapper_pid']:
                 break
@@ -400,7 +400,7 @@ def test_master_pid_under_a_container_init_is_the_real_master(tmp_path):
     proc = subprocess.Popen(['bash', '-c', 'exec -a docker-init bash -c "%s %s; true"' % (sys.executable, wrapper)],
                             stdin=subprocess.PIPE, start_new_session=True)
     try:
-        for _ in range(300):
+        for _attempt in range(300):
             result = {'pid': proc.pid}
             mooncake_master.real_master(result)
             if result['wrapper_pid']:
