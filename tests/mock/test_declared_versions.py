@@ -54,3 +54,10 @@ def test_the_mooncake_scenario_installs_the_version_it_declares():
 
 def test_the_releases_scenario_declares_what_the_nodes_run():
     assert str(load("molecule/releases/vars/v023.yml")["mooncake_master_mooncake_version"]) == mockctl.MOONCAKE_VERSION
+
+
+def test_the_container_test_declares_the_mock_images_version():
+    """molecule/instances' container test runs the master in a container of the mock node image."""
+    container = load("molecule/instances/vars/container.yml")
+    assert container["vllm_ascend_container_image"].startswith(mockctl.NODE_REPO + ":")
+    assert str(container["mooncake_master_mooncake_version"]) == mockctl.MOONCAKE_VERSION
