@@ -89,7 +89,8 @@ PYTHON_NAME = re.compile(r'^python[0-9.]*$')
 
 def wrapper_child(argv, children, name):
     """The pid of the real ``name`` process when ``argv`` (a main process's) is a Python console script named
-    ``name`` that runs it as a child, else None. ``children``: [(pid, argv)] of that process's children.
+    ``name`` that runs it as a child, else None. ``children``: [(pid, argv)] of that process's children, or a
+    callable giving them (called only when ``argv`` is such a script: reading them costs a scan of /proc).
 
     The wheel's ``mooncake_master`` up to 0.3.12.post1 is such a script (``subprocess.call`` of the packaged
     binary); from 0.3.13 it ``exec``s the binary, so the main process is the master itself."""
@@ -97,7 +98,7 @@ def wrapper_child(argv, children, name):
         return None
     if os.path.basename(argv[1]) != name:
         return None
-    for pid, child in children:
+    for pid, child in (children() if callable(children) else children):
         if child and os.path.basename(child[0]) == name and not PYTHON_NAME.match(os.path.basename(child[0])):
             return pid
     return None

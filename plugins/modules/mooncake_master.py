@@ -345,7 +345,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    PYTHON_NAME,
     http_status,
     parse_cmdline,
     tcp_open,
@@ -571,8 +570,8 @@ def _run(module):
 def real_master(result):
     """Point ``pid`` of ``result`` at the real master when the main process (of the unit, or of the container under
     its init) is the wheel's Python wrapper (Mooncake up to 0.3.12.post1 runs the binary as its child);
-    ``wrapper_pid`` keeps the wrapper's. /proc is scanned for children only where the main process is an init or a
-    Python."""
+    ``wrapper_pid`` keeps the wrapper's. /proc is scanned for children only where the main process is an init or
+    the wrapper."""
     result['wrapper_pid'] = None
     pid = result.get('pid')
     if not pid:
@@ -587,11 +586,8 @@ def real_master(result):
         if len(children) != 1:
             return
         pid, argv = children[0]
-    if not argv or len(argv) < 2 or not PYTHON_NAME.match(os.path.basename(argv[0])):
-        if pid != result['pid']:
-            result['pid'] = pid  # the master itself under the container's init
-        return
-    child = wrapper_child(argv, proc_children(pid), 'mooncake_master')
+        result['pid'] = pid  # the master itself (or its wrapper) under the container's init
+    child = wrapper_child(argv, lambda: proc_children(pid), 'mooncake_master')
     if child:
         result.update(pid=child, wrapper_pid=pid)
 

@@ -207,3 +207,13 @@ def test_wrapper_child_is_the_real_binary_child():
 ])
 def test_wrapper_child_none_where_the_main_process_is_not_the_wrapper(argv, children):
     assert _proc.wrapper_child(argv, children, 'mooncake_master') is None
+
+
+def test_wrapper_child_reads_the_children_only_for_a_wrapper():
+    calls = []
+
+    def children():
+        calls.append(1)
+        return [(8, [REAL])]
+    assert _proc.wrapper_child([REAL, '--port=50088'], children, 'mooncake_master') is None and calls == []
+    assert _proc.wrapper_child(WRAPPER, children, 'mooncake_master') == 8 and calls == [1]
