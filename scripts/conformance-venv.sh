@@ -8,6 +8,10 @@ dir=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
 req=$here/tests/conformance/requirements.txt
 hash=$( { python3 -VV; cat "$req"; } | sha256sum | cut -c1-16)
+# One maker at a time (the background prefetch of make test-all and make conformance may both get here).
+mkdir -p "$(dirname "$dir")"
+exec 9> "$dir.lock"
+flock 9
 if ! [ -x "$dir/bin/vllm" ] || [ "$(cat "$dir/.req-hash" 2>/dev/null)" != "$hash" ]; then
   echo "conformance venv: making $dir (real vLLM engine, CPU build: test equipment)"
   rm -rf "$dir"

@@ -252,8 +252,19 @@ rc = store.setup(a["local_hostname"], a["metadata_server"], int(a["global_segmen
                  int(a["local_buffer_size"]), a["protocol"], a["device_name"], a["master_server_address"])
 setup_ms = (time.time() - t0) * 1000.0
 if rc != 0:
-    emit({"ok": False, "stage": "setup", "rc": rc, "setup_ms": setup_ms,
-          "error": "store setup returned %s" % rc})
+    # Which Mooncake this client is (read only here, on the way out): a client of another release than the
+    # master's fails its setup (RPC_FAIL, "invalid rpc arg"), e.g. when a second Mooncake on the node comes first.
+    version = None
+    try:
+        from importlib import metadata
+        for dist in metadata.distributions():
+            if (dist.metadata.get("Name") or "").lower().replace("_", "-").startswith("mooncake-transfer-engine"):
+                version = dist.version
+                break
+    except Exception:
+        pass
+    emit({"ok": False, "stage": "setup", "rc": rc, "setup_ms": setup_ms, "python": sys.executable,
+          "mooncake_version": version, "error": "store setup returned %s" % rc})
     raise SystemExit(3)
 res = {"ok": True, "setup_ms": setup_ms, "pid": os.getpid()}
 if a["mode"] == "put":
@@ -389,6 +400,16 @@ def check_master(module, address, who):
                          master_server_address=address)
 
 
+def setup_hint(res):
+    """After a failed store setup: which Python and Mooncake the client ran, and the fix for a client of another
+    release than the master's (its setup fails with RPC_FAIL / "invalid rpc arg")."""
+    if not res or res.get('stage') != 'setup':
+        return ''
+    return ('. The store client ran %s (Mooncake %s); a client of another Mooncake release than the master\'s fails '
+            'its setup: set python (role variable mooncake_config_probe_python) to the Python of the master\'s '
+            'release' % (res.get('python') or 'python', res.get('mooncake_version') or 'of unknown version'))
+
+
 def client_log(backend, unit):
     """The last lines of a client's log, without its result line."""
     text = backend.transient_logs(unit, 40) or ''
@@ -439,8 +460,9 @@ def read(module, backend, python, args, base, address, who, result):
         module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
                              % (who, why, p['key'], log), **result)
     if not res.get('ok'):
-        module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s. Last lines:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, res.get('error'), log), **result)
+        module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s%s. Last lines:\n%s'
+                             % (who, p['local_hostname'], p['key'], address, res.get('error'), setup_hint(res), log),
+                         **result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
         module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
@@ -568,8 +590,9 @@ def _run(module):
         result['changed'] = False  # the writer was stopped again: nothing is left behind
         why = res.get('error') if res else (
             'no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out else ''))
-        module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s. Last lines of %s:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, why, holder, tail), **result)
+        module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s%s. Last lines of %s:\n%s'
+                             % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), holder, tail),
+                         **result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     module.exit_json(**result)
 

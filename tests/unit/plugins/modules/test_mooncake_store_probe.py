@@ -275,6 +275,10 @@ def test_setup_failure_and_hang(env, capsys, monkeypatch):
     res = run(env, capsys, mode='put', local_hostname='10.0.0.1', node_name='node1')
     assert res['failed'] and res['msg'].startswith('node1 (10.0.0.1): could not write probe-1')
     assert 'store setup returned -1' in res['msg']
+    # The client's Python and its Mooncake (the distribution of this venv, if any) are named, with the fix for a
+    # client of another release than the master's.
+    assert sys.executable in res['msg'] and '(Mooncake ' in res['msg']
+    assert 'mooncake_config_probe_python' in res['msg']
     assert not env['backend'].transient_alive(HOLDER)                 # the failed writer was stopped again
     monkeypatch.delenv('FAKE_SETUP_RC')
     monkeypatch.setenv('FAKE_SETUP_HANG', '1')
