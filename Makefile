@@ -19,7 +19,7 @@ export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
-	checks-static checks-python
+	checks-static checks-python $(addprefix sanity-,$(OLDER_LINES))
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
 # sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
@@ -100,14 +100,14 @@ sanity: .venv-sanity/.stamp
 	bash scripts/sanity.sh
 	@$(PHASE) $@ end
 
-# The older lines, one after the other (each with the pins of its own ansible-test).
-sanity-lines:
+# The older lines (each with the pins of its own ansible-test, its own copy and HOME: scripts/sanity.sh).
+sanity-lines: $(addprefix sanity-,$(OLDER_LINES))
+
+sanity-2.%:
 	@$(PHASE) $@ begin
-	for v in $(OLDER_LINES); do \
-	  bash scripts/venv.sh $(TOOL_VENVS)/sanity-$$v tests/sanity/requirements-$$v.txt && \
-	  echo "== ansible-test sanity, ansible-core $$v" && \
-	  SANITY_VENV=$(CURDIR)/$(TOOL_VENVS)/sanity-$$v bash scripts/sanity.sh || exit 1; \
-	done
+	bash scripts/venv.sh $(TOOL_VENVS)/sanity-2.$* tests/sanity/requirements-2.$*.txt
+	@echo "== ansible-test sanity, ansible-core 2.$*"
+	SANITY_VENV=$(CURDIR)/$(TOOL_VENVS)/sanity-2.$* bash scripts/sanity.sh
 	@$(PHASE) $@ end
 
 unit: venv promtool
@@ -201,19 +201,22 @@ ee-check: venv
 role-docs: venv
 	$(PY) tools/role_docs.py
 
-# The checks without the mock cluster run as two jobs side by side (ansible-test and pytest each keep about one core
-# busy; each job's output is printed whole when it ends), then the parts in docker one after the other.
+# Two jobs side by side (ansible-test and pytest each keep about one core busy; each target's output is printed
+# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios. The
+# second job's docker parts (the stubs over SSH, the smoke run on the oldest line) use the mock cluster before
+# molecule does.
+SANITY_STATIC := $(filter-out $(lastword $(OLDER_LINES)),$(OLDER_LINES))
 test: venv docker promtool
 	$(MAKE) -j2 --output-sync=target checks-static checks-python
-	$(MAKE) equipment smoke-oldest molecule
+	$(MAKE) molecule
 	@echo "make test: all green"
 
 # The static job yields to the other (nice 5): the unit tests include timing checks of the benchmark client.
 checks-static:
-	nice -n 5 $(MAKE) -j1 lint sanity sanity-lines
+	nice -n 5 $(MAKE) -j1 lint sanity $(addprefix sanity-,$(SANITY_STATIC))
 
 checks-python:
-	$(MAKE) -j1 unit mooncake-matrix ee-check
+	$(MAKE) -j1 unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest
 
 # Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine,
 # whose venv, model and image are made in the background meanwhile (scripts/prefetch-engine.sh).

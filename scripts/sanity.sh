@@ -9,19 +9,23 @@
 #   reachable here; scripts/get_pip_shim.py is placed in its cache instead (see that file).
 # - ansible-test runs pip with a scrubbed environment (HOME and PATH only), so pip settings given as PIP_*
 #   variables (index, certificate, find-links) would be lost: they are written to a pip.conf under a
-#   HOME of its own (.tmp/sanity-home, which also caches ansible-test's venvs between runs).
+#   HOME of its own (.tmp/sanity-home[-<line venv>], which also caches ansible-test's venvs between runs).
+# - Each venv (line) has its own copy and HOME, so that two lines can run side by side (make test does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 SANITY_VENV=${SANITY_VENV:-$repo/.venv-sanity}
-dest=$repo/.tmp/sanity/ansible_collections/ascend/kvpool
+# The newest line (.venv-sanity) keeps the plain names; an older line's venv name is added to them.
+tag=$(basename "$SANITY_VENV"); [ "$SANITY_VENV" = "$repo/.venv-sanity" ] && tag=
+root=$repo/.tmp/sanity${tag:+-$tag}
+dest=$root/ansible_collections/ascend/kvpool
 
 reqs="$SANITY_VENV/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py"
 pipver=$(grep -ho "pip='[0-9.]*'" $reqs | head -n 1 | tr -dc '0-9.')
 # pip's wheel cache stays the user's (shared by every checkout and line: the first run of a line in a fresh clone
 # downloads nothing twice); ansible-test's venvs are kept under that HOME between runs.
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}
-export HOME="$repo/.tmp/sanity-home"
+export HOME="$repo/.tmp/sanity-home${tag:+-$tag}"
 mkdir -p "$HOME/.ansible/test/cache" "$HOME/.config/pip"
 cp scripts/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"
 {
@@ -31,7 +35,7 @@ cp scripts/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"
   done
 } > "$HOME/.config/pip/pip.conf"
 
-rm -rf .tmp/sanity/ansible_collections
+rm -rf "$root/ansible_collections"
 mkdir -p "$dest"
 git ls-files -z --cached --others --exclude-standard \
   | grep -zv '^\.collections/' \
