@@ -13,7 +13,7 @@ The collection does not supervise processes itself. A service is either
   *template*: its image, mounts, shared memory and device nodes), host network, a restart policy. The container
   itself is created, recreated, started and removed by ``community.docker.docker_container``, which the modules'
   action plugins (``plugins/action/``, on the controller) run between two calls of the module: the module renders
-  the container's ``docker_container`` arguments and converts the old layout (step ``render``), then runs the
+  the container's ``docker_container`` arguments (step ``render``), then runs the
   health gate and reads ``docker logs`` of a failed start (step ``gate``). Here the backend only reads
   (``docker inspect``, ``docker ps``, ``docker logs``); a stop or removal it is asked for is handed back to the
   action plugin as a ``docker_container`` call (``container_ops``).
@@ -23,8 +23,7 @@ each module keeps only its own argv and environment, health checks and documenta
 
 The decision is a pure function (``decide``) of the wanted state, whether the written definition equals the wanted
 one, and the service's status, so it is unit-tested without systemd. ``render_unit`` and ``parse_show`` are pure
-too. ``legacy_*`` convert the layout of releases before the units (detached processes with pid files and
-``settings.json``): the old process is stopped only when its recorded start time and command line both match.
+too.
 
 Commands run as argv lists through ``run_command`` with ``LANG=C``. ``systemctl`` is called directly rather than
 through ``ansible.builtin.systemd_service``: a module cannot call another module, and the role-level alternative
@@ -43,14 +42,12 @@ import hashlib
 import json
 import os
 import re
-import signal
 import stat
 import time
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    cmdline_matches,
     parse_cmdline,
     stat_fields,
     tail_text,
@@ -262,20 +259,18 @@ def _int(value):
         return 0
 
 
-def decide(state, same, status, stale=False):
+def decide(state, same, status):
     """(action, reason) for the wanted ``state`` (started, stopped, restarted).
 
-    ``same``: the written definition equals the wanted one; ``status``: from ``status_from_*``; ``stale``: a
-    process of the old layout (pid file) is to be converted. Actions: none, started, restarted, stopped, wait
-    (the definition is right and the service is up or coming back: only the health gate decides).
+    ``same``: the written definition equals the wanted one; ``status``: from ``status_from_*``. Actions: none,
+    started, restarted, stopped, wait (the definition is right and the service is up or coming back: only the
+    health gate decides).
     """
     alive = status['state'] in ALIVE_STATES
     if state == 'stopped':
-        if alive or status['exists'] or stale:
+        if alive or status['exists']:
             return 'stopped', ('running (%s)' % status['detail']) if alive else 'defined, not running'
         return 'none', 'not running'
-    if stale:
-        return 'started', 'upgrade from the old layout (detached process with a pid file)'
     if not status['exists']:
         return 'started', 'never started here'
     if not same:
@@ -375,48 +370,6 @@ def service_devices(devices, npus):
     return kept
 
 
-# --- the old layout (pid file + settings.json) -------------------------------------------------------------------
-
-def legacy_match(recorded, stat_text, cmdline, btime, clk_tck=100):
-    """Whether a live process is the one an old release recorded: command line and start time both match.
-
-    ``recorded``: the old ``settings.json`` (``argv``, and ``starttime`` in clock ticks or ``started_at``, the epoch
-    just before the launch). Returns (match, why_not).
-    """
-    fields = stat_fields(stat_text)
-    if not fields or fields[0] in ('Z', 'X', 'x'):
-        return False, 'not running'
-    if not cmdline_matches(cmdline, recorded.get('argv') or []):
-        return False, 'its command line differs from the recorded one'
-    start_ticks = _int(fields[19]) if len(fields) > 19 else None
-    if recorded.get('starttime') is not None:
-        if start_ticks != _int(recorded['starttime']):
-            return False, 'its start time differs from the recorded one'
-        return True, ''
-    if recorded.get('started_at') is not None and start_ticks is not None and btime:
-        started = btime + start_ticks / float(clk_tck)
-        if not float(recorded['started_at']) - 2.0 <= started <= float(recorded['started_at']) + 30.0:
-            return False, 'its start time differs from the recorded one'
-        return True, ''
-    return False, 'no start time was recorded'
-
-
-def parse_btime(stat_text):
-    for line in (stat_text or '').splitlines():
-        if line.startswith('btime '):
-            return _int(line.split()[1])
-    return 0
-
-
-class Legacy(object):
-    """A process recorded by the old layout: ``settings_file`` (JSON) and ``pid_file``, plus other files to remove."""
-
-    def __init__(self, settings_file, pid_file, other_files=()):
-        self.settings_file = settings_file
-        self.pid_file = pid_file
-        self.other_files = list(other_files)
-
-
 # --- backends --------------------------------------------------------------------------------------------------------
 
 class _Backend(object):
@@ -433,20 +386,6 @@ class _Backend(object):
         if check and rc != 0:
             raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
         return rc, out, err
-
-    # The processes of the old layout (pid files), where the old release started them: this host's.
-    def proc_read(self, pid, name):
-        """/proc/<pid>/<name> (bytes), or None."""
-        return read_bytes('/proc/%d/%s' % (pid, name))
-
-    def boot_time(self):
-        return parse_btime(read_text('/proc/stat'))
-
-    def signal(self, pid, group, signum):
-        _signal(pid, group, signum)
-
-    def gone(self, pid, group):
-        return _gone(pid, group)
 
 
 class SystemdBackend(_Backend):
@@ -698,31 +637,6 @@ class DockerBackend(_Backend):
         rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
         return (out or '') + (err or '')
 
-    # The old layout in container mode: the old release ran the services with `docker exec` in the node's
-    # vllm-ascend container (the template), so their pids are of its pid namespace; read and signal them there.
-    def _exec(self, argv):
-        rc, out, dummy = self.run([self.docker, 'exec', self.template_name] + list(argv), check=False)
-        return rc, out
-
-    def proc_read(self, pid, name):
-        rc, out = self._exec(['cat', '/proc/%d/%s' % (pid, name)])
-        return out.encode('utf-8', 'surrogateescape') if rc == 0 and out else None
-
-    def boot_time(self):
-        rc, out = self._exec(['cat', '/proc/stat'])
-        return parse_btime(out if rc == 0 else '')
-
-    def signal(self, pid, group, signum):
-        name = signal.Signals(signum).name[3:]
-        self._exec(['kill', '-%s' % name, '--', '-%d' % group if group else '%d' % pid])
-
-    def gone(self, pid, group):
-        rc, dummy = self._exec(['kill', '-0', '--', '-%d' % group if group else '%d' % pid])
-        if rc != 0:
-            return True
-        fields = stat_fields((self.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace'))
-        return not fields or fields[0] in ('Z', 'X', 'x')
-
 
 def find_binary(module, name, dirs, container=None):
     """The executable of a service, or None: a path when it is executable; a bare name on the host's PATH and
@@ -813,94 +727,20 @@ class Engine(object):
             self.finish(result)
         self.module.exit_json(**result)
 
-    # -- the old layout ----------------------------------------------------------------------------------------
-    def legacy(self, record):
-        """(pid, matches, why, recorded) of a process of the old layout; pid None when none is recorded alive."""
-        if record is None:
-            return None, False, '', None
-        raw = read_text(record.settings_file)
-        recorded = None
-        if raw:
-            try:
-                recorded = json.loads(raw)
-            except ValueError:
-                recorded = None
-            if not isinstance(recorded, dict):
-                recorded = None  # not a record of the old release (JSON of another kind): not read, not removed
-        pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().partition('\n')[0])
-        if not pid and recorded is None and read_text(record.pid_file) is None:
-            return None, False, '', None
-        if not pid:
-            return None, False, 'stale files', recorded
-        be = self.backend
-        stat = (be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')
-        if not stat or (stat_fields(stat) or ['Z'])[0] in ('Z', 'X', 'x'):
-            return None, False, 'stale files', recorded
-        cmdline = parse_cmdline(be.proc_read(pid, 'cmdline'))
-        ok, why = legacy_match(recorded or {}, stat, cmdline, be.boot_time(),
-                               os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100)
-        return pid, ok, why, recorded
-
-    def convert_legacy(self, record, pid, stop_timeout, interval):
-        """Stop the old process (its session's process group, as the old release did) and remove its files.
-
-        The files' directory is checked first: when they cannot be removed (a read-only filesystem, no permission)
-        this raises ServiceError naming them before any signal, so the old process keeps running instead of being
-        stopped and then found again, unconverted, by every later run."""
-        files = [f for f in [record.pid_file, record.settings_file] + record.other_files if os.path.lexists(f)]
-        for path in files:
-            folder = os.path.dirname(path) or '.'
-            try:
-                readonly = bool(os.statvfs(folder).f_flag & getattr(os, 'ST_RDONLY', 1))
-            except OSError:
-                readonly = False
-            if readonly or not os.access(folder, os.W_OK | os.X_OK):
-                code = errno.EROFS if readonly else errno.EACCES
-                raise ServiceError('the old layout\'s %s cannot be removed: %s; it was left alone, and so was its '
-                                   'process. Fix that, or stop the old process and remove its files yourself, then '
-                                   'run again.' % (path, _validate.os_reason(OSError(code, ''), path)))
-        if pid:
-            be = self.backend
-            fields = stat_fields((be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')) or []
-            group = pid if len(fields) > 2 and _int(fields[2]) == pid else None
-            be.signal(pid, group, signal.SIGTERM)
-            be.signal(pid, group, signal.SIGCONT)
-            res = wait_until([('exited', lambda: be.gone(pid, group))], stop_timeout, interval)
-            if not res['ready']:
-                be.signal(pid, group, signal.SIGKILL)
-                wait_until([('exited', lambda: be.gone(pid, group))], 5.0, interval)
-        for path in [record.pid_file, record.settings_file] + record.other_files:
-            remove_file(path)
-
-    def stop_other(self, spec, legacy, interval, what='service'):
+    def stop_other(self, spec):
         """Stop (and remove) a service that is no longer wanted; True when there was something to stop.
 
-        Never exits the module; raises ServiceError when an old-layout process does not match its record.
-        """
+        Never exits the module; a unit file left by a failed start (nothing runs) is removed without counting as
+        a stop."""
         status = self.backend.status(spec)
-        pid, ok, why, recorded = self.legacy(legacy)
-        if pid and not ok:
-            raise ServiceError('the old layout records pid %d in %s, but %s; it was left alone. Stop that process '
-                               'yourself if it is the old %s, then remove %s.'
-                               % (pid, legacy.settings_file, why, what, legacy.settings_file))
-        if not (status['state'] in ALIVE_STATES or pid):
-            # Nothing runs: a unit file left by a failed start, or the files of a dead old-layout process, are
-            # removed without counting as a stop.
-            if not self.module.check_mode:
-                if status['exists']:
-                    self.backend.stop(spec)
-                if recorded is not None:
-                    self.convert_legacy(legacy, None, spec.stop_timeout, interval)
-            return False
-        if not self.module.check_mode:
+        alive = status['state'] in ALIVE_STATES
+        if not self.module.check_mode and (alive or status['exists']):
             self.backend.stop(spec)
-            if legacy is not None and (pid or recorded is not None):
-                self.convert_legacy(legacy, pid, spec.stop_timeout, interval)
-        return True
+        return alive
 
     # -- the lifecycle ------------------------------------------------------------------------------------------
     def ensure(self, spec, state, result, gate, wait=True, ready_timeout=60.0, poll_interval=0.2, log_lines=40,
-               explain=None, legacy=None, what='service', port_taken=None, step=None, peer_gate=None):
+               explain=None, what='service', port_taken=None, step=None, peer_gate=None):
         """Bring ``spec`` to ``state``; exits the module (exit_json / fail_json) with ``result`` filled in.
 
         ``gate()`` returns the named health checks (list of (name, callable)); ``explain(log_text)`` the short
@@ -913,7 +753,7 @@ class Engine(object):
         down would cost the cluster its quorum.
 
         A service container is done in two steps around the action plugin's ``docker_container`` call: ``step``
-        ``render`` (the definition, the old layout's conversion) and ``gate`` (the health gate, the logs of a failed
+        ``render`` (the definition) and ``gate`` (the health gate, the logs of a failed
         start).
         """
         module, be = self.module, self.backend
@@ -923,14 +763,13 @@ class Engine(object):
                 self._container_gate(spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain,
                                      what, peer_gate)
             elif step == 'render':
-                self._container_render(spec, state, result, legacy, what, port_taken, poll_interval)
+                self._container_render(spec, state, result, what, port_taken)
             module.fail_json(msg='%s: container mode runs through the action plugin of the module (community.docker.'
                                  'docker_container does the container); call the module as a task, not directly'
                                  % what, **result)
-        plan = self._plan(spec, state, result, legacy, what, poll_interval)
+        plan = self._plan(spec, state, result, what)
         text, secret, old_secret, status = plan['text'], plan['secret'], plan['old_secret'], plan['status']
-        old_text, pid, stale, action, before = plan['old_text'], plan['pid'], plan['stale'], plan['action'], \
-            plan['before']
+        old_text, action, before = plan['old_text'], plan['action'], plan['before']
 
         if action == 'none':
             self._exit(result)
@@ -939,8 +778,6 @@ class Engine(object):
             if not module.check_mode:
                 try:
                     be.stop(spec)
-                    if stale:
-                        self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
                 except (KvpoolError, IOError, OSError) as exc:
                     module.fail_json(msg='could not stop %s: %s' % (what, exc), **result)
                 result.update(state='stopped', pid=None)
@@ -960,8 +797,6 @@ class Engine(object):
             result['health'] = 'unknown'
             self._exit(result)
         try:
-            if stale:
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
             if port_taken is not None and status['state'] not in ALIVE_STATES and port_taken():
                 module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
                                      'process (one started by hand?) or choose another port.'
@@ -997,11 +832,10 @@ class Engine(object):
                                   % (what, ready_timeout, ', '.join(res['pending']),
                                      (' (error: %s)' % error) if error else ''), **result)
 
-    def _plan(self, spec, state, result, legacy, what, poll_interval):
-        """What both modes share before acting: the backend's check, the definition, the old layout, the decision.
+    def _plan(self, spec, state, result, what):
+        """What both modes share before acting: the backend's check, the definition, the decision.
 
-        Exits the module when the backend is missing (nothing to stop; check mode: would start; else fails) and
-        when an old-layout process does not match its record; removes the files of a dead old-layout process.
+        Exits the module when the backend is missing (nothing to stop; check mode: would start; else fails).
         """
         module, be = self.module, self.backend
         try:
@@ -1019,66 +853,39 @@ class Engine(object):
             module.fail_json(msg='%s: %s' % (what, exc), **result)
         text, secret = be.render(spec) if state != 'stopped' else (None, None)
         old_text, old_secret, status = be.current(spec)
-        pid, matches, why, recorded = self.legacy(legacy)
-        if pid and not matches:
-            module.fail_json(msg='%s: the old layout records pid %d in %s, but %s; it was left alone (the '
-                                 'collection never signals a process it did not start). Stop that process yourself '
-                                 'if it is the old %s, then remove %s and %s, and run again.'
-                                 % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
-                                    legacy.settings_file), legacy_pid=pid, **result)
-        if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
-            try:
-                self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
-            except KvpoolError as exc:
-                module.fail_json(msg='%s: %s' % (what, exc), **result)
-        stale = bool(pid)
         same = old_text == text and (old_secret or None) == (secret or None)
-        action, reason = decide(state, same, status, stale=stale)
-        if stale:
-            reason = 'upgrade from the old layout (pid %d, %s)' % (pid, legacy.pid_file)
+        action, reason = decide(state, same, status)
         alive = status['state'] in ALIVE_STATES
         result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec),
                       fingerprint=fingerprint(text, secret) if text else '',
                       action='none' if action == 'wait' else action, reason=reason,
                       pid=status['pid'] if alive else None, state='running' if alive else 'stopped')
         before = (old_text or '') + masked_secrets(old_secret, secret) if (status['exists'] or old_text) else ''
-        if stale and recorded and not old_text:
-            before = '# old layout: %s\n' % legacy.settings_file + ''.join(
-                '#   %s\n' % a for a in (recorded.get('argv') or []))
-        return dict(text=text, secret=secret, old_text=old_text, old_secret=old_secret, status=status, pid=pid,
-                    stale=stale, same=same, action=action, alive=alive, before=before)
+        return dict(text=text, secret=secret, old_text=old_text, old_secret=old_secret, status=status, same=same,
+                    action=action, alive=alive, before=before)
 
     # -- container mode: the two module steps around the action plugin's docker_container ----------------------
-    def _container_render(self, spec, state, result, legacy, what, port_taken, poll_interval):
-        """Step ``render``: decide, convert the old layout, and return the docker_container arguments.
+    def _container_render(self, spec, state, result, what, port_taken):
+        """Step ``render``: decide and return the docker_container arguments.
 
-        ``changed`` here is only this step's own change (the old layout's conversion); docker_container reports
-        the container's. ``action`` and ``reason`` are what the definition alone predicts.
+        This step changes nothing itself; docker_container reports the container's change. ``action`` and
+        ``reason`` are what the definition alone predicts.
         """
         module, be = self.module, self.backend
         result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec))
-        plan = self._plan(spec, state, result, legacy, what, poll_interval)
-        text, secret, old_secret, pid, stale, same, alive, before = (
-            plan['text'], plan['secret'], plan['old_secret'], plan['pid'], plan['stale'], plan['same'],
-            plan['alive'], plan['before'])
-        action = plan['action']
-        if stale:
-            result['changed'] = True  # the conversion is this step's change; the rest is docker_container's
+        plan = self._plan(spec, state, result, what)
+        text, secret, old_secret, same, alive, before = (
+            plan['text'], plan['secret'], plan['old_secret'], plan['same'], plan['alive'], plan['before'])
         if state == 'stopped':
-            if action == 'stopped':
+            if plan['action'] == 'stopped':
                 result['diff'] = dict(before=before, after='')
-            if stale and not module.check_mode:
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
             be.stop(spec)
             self._exit(result)
-        if not module.check_mode:
-            if stale:  # first: the old process holds the port
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-            if port_taken is not None and not alive and port_taken():
-                module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
-                                     'process (one started by hand?) or choose another port.'
-                                     % (what, spec.port, be.where(spec)), **result)
-        if not same or stale:
+        if not module.check_mode and port_taken is not None and not alive and port_taken():
+            module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
+                                 'process (one started by hand?) or choose another port.'
+                                 % (what, spec.port, be.where(spec)), **result)
+        if not same:
             result['diff'] = dict(before=before, after=text + masked_secrets(secret, old_secret))
         definition, secret_names = be.definition(spec, text)
         if state == 'restarted':
@@ -1219,25 +1026,3 @@ def read_bytes(path, limit=16 << 20):
         return None
     finally:
         os.close(fd)
-
-
-def _signal(pid, group, signum):
-    try:
-        if group:
-            os.killpg(group, signum)
-        else:
-            os.kill(pid, signum)
-    except OSError:
-        pass
-
-
-def _gone(pid, group):
-    try:
-        if group:
-            os.killpg(group, 0)
-        else:
-            os.kill(pid, 0)
-    except OSError:
-        return True
-    fields = stat_fields(read_text('/proc/%d/stat' % pid)) if not group else None
-    return bool(fields) and fields[0] in ('Z', 'X', 'x')

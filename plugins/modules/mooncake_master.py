@@ -165,14 +165,6 @@ options:
         C(/usr/local/bin), C(/usr/local/python3*/bin) and C(/opt/*/bin).
     type: str
     default: mooncake_master
-  state_dir:
-    description:
-      - Directory of the layout before the units (C(mooncake_master.pid), C(settings.json)), looked at only to
-        convert a master started by an earlier release (see the notes). Nothing is written there any more.
-      - An absolute path, not a file nor below one, and never a system directory (C(/etc), C(/usr) and the like),
-        as given or through a symlink (the conversion removes the old files there).
-    type: path
-    default: /var/lib/ascend-kvpool/mooncake_master
   ready_timeout:
     description: Seconds to wait for the master to become ready (and for a running one to answer its health check).
     type: float
@@ -352,7 +344,6 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
-    Legacy,
     ServiceError,
     ServiceSpec,
     backend_for,
@@ -367,9 +358,6 @@ BINARY_DIRS = list(_preflight.MASTER_BINARY_DIRS)
 UNIT = 'kvpool-mooncake-master'
 # The init a service container runs under (docker run --init: docker-init, a tini).
 CONTAINER_INITS = ('docker-init', 'tini', 'tini-static')
-# Files of the layout before the units (detached process + pid file): converted by the next run.
-LEGACY_PID = 'mooncake_master.pid'
-LEGACY_SETTINGS = 'settings.json'
 
 
 def _read(path):
@@ -438,8 +426,6 @@ def check_params(module):
         raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
     check_service_params(p)
     env = _validate.environment(p['env'], 'env')
-    # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
-    _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/mooncake_master')
     return env
 
 
@@ -471,7 +457,6 @@ def main():
             binary=dict(type='str', default='mooncake_master'),
             container=dict(type='str'),
             container_step=dict(type='str', choices=['render', 'gate']),
-            state_dir=dict(type='path', default='/var/lib/ascend-kvpool/mooncake_master'),
             ready_timeout=dict(type='float', default=60),
             poll_interval=dict(type='float', default=0.1),
             stop_timeout=dict(type='float', default=10),
@@ -520,10 +505,6 @@ def _run(module):
                            start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
     except ServiceError as exc:
         module.fail_json(msg=str(exc), **result)
-    state_dir = p['state_dir'].rstrip('/') or '/'
-    # The old layout: pid file and settings.json in state_dir (in container mode the node's vllm-ascend container
-    # mounts the state directories at the same paths, and the recorded pid is of that container).
-    legacy = Legacy(os.path.join(state_dir, LEGACY_SETTINGS), os.path.join(state_dir, LEGACY_PID))
     last_health = {'body': None}
 
     peers = ha_peers(p) if p['enable_ha'] else []
@@ -561,7 +542,7 @@ def _run(module):
     engine = Engine(module, backend_for(module, p['container']), finish=real_master)
     engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
                   poll_interval=p['poll_interval'], log_lines=p['log_lines'],
-                  explain=explainer(None if p['enable_ha'] else p['port'], last_health), legacy=legacy,
+                  explain=explainer(None if p['enable_ha'] else p['port'], last_health),
                   what='mooncake_master', peer_gate=peer_gate if p['enable_ha'] else None,
                   port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
                   step=p['container_step'])

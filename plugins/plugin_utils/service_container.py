@@ -9,8 +9,7 @@ container mode, three steps on the node:
 
 1. the module with ``container_step: render``: it checks the parameters, renders the service container's
    ``community.docker.docker_container`` arguments (image, mounts and devices of the node's vllm-ascend container,
-   host network, restart policy, labels, environment) and converts the layout of the releases before the services
-   (its stops of old processes are ``docker exec`` into that container);
+   host network, restart policy, labels, environment);
 2. ``community.docker.docker_container`` with those arguments, the secrets filled into ``env`` from the task's
    no_log options: it decides whether the container is created, recreated, updated or started, and its
    ``changed`` and diff are the task's; stops and removals the module asked for (``container_ops``: instances no
@@ -35,7 +34,7 @@ DOCKER_CONTAINER = 'community.docker.docker_container'
 INTERNAL = ('container_ops', 'container_definition', 'container_secret_env', 'container_restart')
 # What the gate step knows better than the render step.
 FROM_GATE = ('health', 'pid', 'wrapper_pid', 'state', 'ready_seconds', 'models', 'health_body', 'log_tail', 'failed',
-             'msg', 'legacy_pid', 'exception')
+             'msg', 'exception')
 
 
 def public(result):

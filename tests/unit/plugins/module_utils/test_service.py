@@ -1,7 +1,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The lifecycle engine's pure parts: the unit file, systemctl's answers, the decision, the old layout's identity.
+"""The lifecycle engine's pure parts: the unit file, systemctl's answers, the decision.
 
 The engine's effects (systemctl, the journal, restarts by systemd, docker) are exercised on the mock cluster, whose
 nodes run systemd as PID 1 (molecule scenarios mooncake and instances).
@@ -128,45 +128,20 @@ FAILED = _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
 RESTARTING = _service.status_from_show(_service.parse_show(SHOW_AUTO_RESTART))
 
 
-@pytest.mark.parametrize('state,same,status,stale,action', [
-    ('started', False, MISSING, False, 'started'),       # new
-    ('started', False, RUNNING, False, 'restarted'),     # changed setting
-    ('started', True, RUNNING, False, 'wait'),           # same: only the health gate decides
-    ('started', True, RESTARTING, False, 'wait'),        # systemd brings it back by itself
-    ('started', True, FAILED, False, 'started'),         # dead (gave up restarting)
-    ('started', False, MISSING, True, 'started'),        # upgrade from the old layout
-    ('restarted', True, RUNNING, False, 'restarted'),
-    ('restarted', True, FAILED, False, 'started'),
-    ('stopped', True, RUNNING, False, 'stopped'),        # removed from the list
-    ('stopped', True, FAILED, False, 'stopped'),         # the unit file goes too
-    ('stopped', True, MISSING, False, 'none'),
-    ('stopped', True, MISSING, True, 'stopped'),         # an old-layout process to convert
+@pytest.mark.parametrize('state,same,status,action', [
+    ('started', False, MISSING, 'started'),       # new
+    ('started', False, RUNNING, 'restarted'),     # changed setting
+    ('started', True, RUNNING, 'wait'),           # same: only the health gate decides
+    ('started', True, RESTARTING, 'wait'),        # systemd brings it back by itself
+    ('started', True, FAILED, 'started'),         # dead (gave up restarting)
+    ('restarted', True, RUNNING, 'restarted'),
+    ('restarted', True, FAILED, 'started'),
+    ('stopped', True, RUNNING, 'stopped'),        # removed from the list
+    ('stopped', True, FAILED, 'stopped'),         # the unit file goes too
+    ('stopped', True, MISSING, 'none'),
 ])
-def test_decide(state, same, status, stale, action):
-    assert _service.decide(state, same, status, stale)[0] == action
-
-
-STAT = ('4682 (mooncake_master) S 1 4682 4682 0 -1 4194560 1000 0 0 0 10 5 0 0 20 0 12 0 %d 1000000 500 '
-        '18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0')
-ARGV = ['/usr/local/bin/mooncake_master', '--port=50088']
-CMDLINE = ['/usr/bin/python3', '/usr/local/bin/mooncake_master', '--port=50088']
-
-
-@pytest.mark.parametrize('recorded,stat,cmdline,ok', [
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ARGV, True),
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5001, ARGV, False),          # pid reused by a later process
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ['/bin/sleep', '9'], False),
-    ({'argv': ARGV, 'started_at': 1000050.0}, STAT % 5000, CMDLINE, True),  # btime 1e6 + 50 s
-    ({'argv': ARGV, 'started_at': 1000900.0}, STAT % 5000, CMDLINE, False),
-    ({'argv': ARGV}, STAT % 5000, ARGV, False),                             # no start time: never signalled
-    ({'argv': ARGV, 'starttime': 5000}, (STAT % 5000).replace(' S ', ' Z '), ARGV, False),
-])
-def test_the_old_layout_is_matched_by_command_line_and_start_time(recorded, stat, cmdline, ok):
-    assert _service.legacy_match(recorded, stat, cmdline, btime=1000000, clk_tck=100)[0] is ok
-
-
-def test_btime():
-    assert _service.parse_btime('cpu  1 2 3\nbtime 1764600000\nprocesses 12\n') == 1764600000
+def test_decide(state, same, status, action):
+    assert _service.decide(state, same, status)[0] == action
 
 
 def test_a_service_container_gets_only_its_own_npus():

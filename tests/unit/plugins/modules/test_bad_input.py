@@ -133,7 +133,7 @@ def test_other_arguments_are_not_taken_for_the_key(arg):
 
 def test_vllm_server_refuses_an_abbreviated_key_flag_without_showing_the_key(capsys, tmp_path):
     res = run_module(capsys, vllm_server.main, {'name': 'i1', 'model': '/m', 'port': 8002,
-                                                'state_dir': str(tmp_path), 'extra_args': ['--api_ke', 'sk-secret']})
+                                                'extra_args': ['--api_ke', 'sk-secret']})
     assert res['failed'] and '--api_ke' in res['msg'] and 'sk-secret' not in json.dumps(res)
 
 

@@ -77,19 +77,6 @@ class Manager(_service.SystemdBackend):
     def list_units(self, prefix):
         return []  # no other unit of the collection on this host
 
-    # The old layout's processes: every recorded pid is gone here; a signal would be recorded (and never is).
-    def proc_read(self, pid, name):
-        return None
-
-    def boot_time(self):
-        return 0
-
-    def signal(self, pid, group, signum):
-        self.calls.append('signal %s' % pid)
-
-    def gone(self, pid, group):
-        return True
-
 
 @pytest.fixture
 def stand_in(manager):
@@ -154,7 +141,7 @@ def run(module, capsys, check=False, diff=False, **params):
 def vllm(capsys, **args):
     args.setdefault('port', free_port())
     params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
-                  binary=sys.executable, state_dir='/nonexistent/state', ready_timeout=5,
+                  binary=sys.executable, ready_timeout=5,
                   poll_interval=0.02, stop_timeout=5)
     params.update(args)
     return run(vllm_server, capsys, **params)
@@ -250,7 +237,7 @@ def test_stop_removes_the_unit(manager, capsys):
 
 def master(manager, capsys, **args):
     params = dict(binary=str(manager.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
-                  state_dir='/nonexistent/state', ready_timeout=1, poll_interval=0.02, stop_timeout=5)
+                  ready_timeout=1, poll_interval=0.02, stop_timeout=5)
     params.update(args)
     return run(mooncake_master, capsys, **params)
 
