@@ -5,12 +5,11 @@
 """Pure helpers about processes and readiness polls, shared by the service modules and the pre-flight.
 
 The collection no longer supervises processes itself (no pid files, no signals to recorded pids): services are
-systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``parse_status``,
-``stat_fields``, ``parse_cmdline``, ``cmdline_matches``: also used to recognise a process of the old layout),
-trims logs (``tail_text``) and polls readiness briskly with an overall timeout (``tcp_open``, ``http_status``,
-``wait_until``); ``split_target`` and ``try_connect`` check a ``host:port`` target once, with the error text. The
-polls run from the module's own process, in the host's network namespace: a service container
-shares the host network, so its ports are probed where they bind.
+systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``stat_fields``,
+``parse_cmdline``, ``wrapper_child``), trims logs (``tail_text``) and polls readiness briskly with an overall
+timeout (``tcp_open``, ``http_status``, ``wait_until``); ``split_target`` and ``try_connect`` check a
+``host:port`` target once, with the error text. The polls run from the module's own process, in the host's network
+namespace: a service container shares the host network, so its ports are probed where they bind.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,27 +23,6 @@ import socket
 import time
 
 
-def parse_status(status_text):
-    """(state letter, live threads) of a /proc/<pid>/status text; (None, 0) when unreadable.
-
-    The thread count matters: when a multi-threaded daemon exits, its main thread is a zombie (``Z``) while the
-    other threads still run and still hold its sockets open. Only a zombie with no live thread left is gone.
-    """
-    if not status_text:
-        return None, 0
-    if isinstance(status_text, bytes):
-        status_text = status_text.decode('utf-8', 'replace')
-    state, threads = None, 0
-    for line in status_text.splitlines():
-        key, dummy, val = line.partition(':')
-        val = val.strip()
-        if key == 'State' and val:
-            state = val[0]
-        elif key == 'Threads' and val.isdigit():
-            threads = int(val)
-    return state, threads
-
-
 def stat_fields(stat_text):
     """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
     if not stat_text:
@@ -55,21 +33,6 @@ def stat_fields(stat_text):
     if close < 0:
         return None
     return stat_text[close + 1:].split()
-
-
-def parse_stat_state(stat_text):
-    """The one-letter state of a /proc/<pid>/stat line (R, S, D, Z, T, ...), or None."""
-    rest = stat_fields(stat_text)
-    return rest[0] if rest else None
-
-
-def is_gone(state, threads):
-    """Whether a process in this state with this many threads has finished (its resources are released)."""
-    if state is None:
-        return True
-    if state in ('Z', 'X', 'x'):
-        return threads <= 1
-    return False
 
 
 def parse_cmdline(raw):
@@ -102,26 +65,6 @@ def wrapper_child(argv, children, name):
         if child and os.path.basename(child[0]) == name and not PYTHON_NAME.match(os.path.basename(child[0])):
             return pid
     return None
-
-
-def cmdline_matches(actual, expected):
-    """Whether a live command line is the expected one.
-
-    The arguments after argv[0] must be equal, and the program must have the same basename. Two launchers are
-    tolerated: an entry-point wrapper that ``exec``s a packaged binary (``mooncake_master`` on PATH is a Python
-    script that becomes ``.../site-packages/mooncake/mooncake_master``: same pid and arguments, other directory),
-    and a script run by its ``#!`` interpreter (``python3 /usr/local/bin/mooncake_master ...``).
-    """
-    if not actual or not expected:
-        return False
-    expected = [str(a) for a in expected]
-    name = os.path.basename(expected[0])
-    for skip in (0, 1):
-        if len(actual) != len(expected) + skip:
-            continue
-        if list(actual[skip + 1:]) == expected[1:] and os.path.basename(actual[skip]) == name:
-            return True
-    return False
 
 
 def tail_text(text, lines=40, max_chars=6000):

@@ -9,7 +9,6 @@ __metaclass__ = type
 
 import hashlib
 import json
-import os
 
 import pytest
 
@@ -327,16 +326,6 @@ def test_format_host_port():
     assert _vllm.format_host_port is _mooncake.format_host_port  # one rule for every endpoint
 
 
-def test_stat_fields_of_a_real_process_and_of_odd_names():
-    with open('/proc/%d/stat' % os.getpid()) as fh:
-        line = fh.read()
-    assert _vllm.stat_state(line) in ('R', 'S')
-    assert _vllm.stat_starttime(line) > 0
-    odd = '123 (vllm serve) x) S 1 123 123 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0'
-    assert _vllm.stat_state(odd) == 'S' and _vllm.stat_starttime(odd) == 98765
-    assert _vllm.stat_starttime('garbage') is None and _vllm.stat_state('') is None
-
-
 def test_log_errors_finds_the_fatal_lines():
     log = ('INFO 11-29 17:00:01 api_server.py:1 vLLM API server version 0.22.1\n'
            'Traceback (most recent call last):\n  File "x.py", line 1\n'
@@ -446,13 +435,3 @@ def test_main_error_prefers_the_root_cause():
                                      "failed. See root cause above. Failed core proc(s): {})")
     assert _vllm.main_error('ValueError: x\n') == 'ValueError: x'
     assert _vllm.main_error('all fine\n') is None
-
-
-def test_managed_names_are_the_directories_holding_a_settings_file():
-    out = ('/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm//vllm-8003/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/not ours/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/vllm-8004/settings.json.tmp\n')
-    assert _vllm.managed_names(out) == ['vllm-8002', 'vllm-8003']
-    assert _vllm.managed_names('') == [] and _vllm.managed_names(None) == []
