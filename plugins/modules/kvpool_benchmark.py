@@ -294,6 +294,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+from ansible_collections.ascend.kvpool.plugins.module_utils import _prometheus
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
@@ -302,7 +303,7 @@ def scrape(metrics_urls, prefixes, timeout):
     out = {}
     for name, url in sorted((metrics_urls or {}).items()):
         text, error = _loadgen.get_text(url, timeout=timeout)
-        out[name] = {'url': url, 'samples': _loadgen.parse_prometheus(text, prefixes) if text is not None else None,
+        out[name] = {'url': url, 'samples': _prometheus.parse(text, prefixes) if text is not None else None,
                      'error': error}
     return out
 
