@@ -32,9 +32,9 @@ def test_auto_takes_cache_aware_when_every_worker_gives_token_ids():
 
 
 def test_prepared_by():
-    assert router_policy.prepared_by({A: 200, B: 405, 'http://c:1': 403, 'http://d:1': None},
-                               {B: 200, 'http://c:1': 200}) == {A: 'render', B: 'tokenize', 'http://c:1': None,
-                                                                'http://d:1': None}
+    render = {A: 200, B: 405, 'http://c:1': 403, 'http://d:1': None}
+    how = router_policy.prepared_by(render, {B: 200, 'http://c:1': 200})
+    assert how == {A: 'render', B: 'tokenize', 'http://c:1': None, 'http://d:1': None}
 
 
 def test_refusals_and_their_override():
