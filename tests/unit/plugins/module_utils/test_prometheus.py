@@ -128,6 +128,6 @@ def render(name, labels, value, timestamp):
 def test_rendered_samples_read_back_as_written_timestamps_aside(rows):
     text = '# HELP m a metric\n# TYPE m counter\n' + '\n'.join(render(*row) for row in rows)
     read = list(_prometheus.samples(text))
-    assert read == [(name, labels, value, ts) for name, labels, value, ts in rows]
+    assert read == rows
     expected = dict((_prometheus.series_key(name, labels), value) for name, labels, value, _ts in rows)
     assert _prometheus.parse(text) == expected
