@@ -128,8 +128,6 @@ def test_settings_text_for_the_diff():
     assert '  --eviction_ratio=0.05' in text.splitlines()
 
 
-
-
 # --- logs ------------------------------------------------------------------------------------------------------------
 MASTER_LOG = """WARNING: Logging before InitGoogleLogging() is written to STDERR
 W1129 17:37:04.280689  4682 master.cpp:744] port is deprecated, use rpc_port instead
