@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared
 
 NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
 ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
@@ -195,15 +195,10 @@ def parse_models(body):
     return [str(m.get('id')) for m in doc['data'] if isinstance(m, dict) and m.get('id') is not None]
 
 
-def probe_host(host):
-    """Where the health polls connect for a server bound to ``host`` (all addresses -> loopback)."""
-    if not host or host in ('0.0.0.0', '::', '[::]', '*'):
-        return '127.0.0.1'
-    return host
-
-
-# ``host:port`` of an endpoint (IPv6 in brackets): the collection's one rule, used by vllm_server and filter/vllm.py.
-format_host_port = _mooncake.format_host_port
+# Where the health polls connect (all addresses -> loopback), and ``host:port`` of an endpoint (IPv6 in brackets):
+# the collection's one rule each (module_utils/_shared.py), used by vllm_server and plugin_utils/vllm_plan.py.
+probe_host = _shared.probe_host
+format_host_port = _shared.format_host_port
 
 
 def log_errors(text, limit=5):

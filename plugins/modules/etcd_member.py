@@ -261,7 +261,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, probe_host
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     UNIT_DIR,

@@ -244,8 +244,8 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn_phys
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_one, run_parallel
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 
-MAX_DEVICE_ID = 15
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 TRANSIENT_POLL = 0.25
 HCCN_QUERIES = _hccn.QUERIES + _hccn_phys.QUERIES

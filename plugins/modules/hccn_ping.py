@@ -146,11 +146,11 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 
 
-MAX_DEVICE_ID = 15
 MAX_PKT = 65507  # the largest payload of one IPv4 datagram; hccn_tool's own limit may be lower
 
 

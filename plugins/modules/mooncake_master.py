@@ -334,7 +334,7 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _shared, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     http_status,
@@ -476,12 +476,12 @@ def _run(module):
     env = check_params(module)
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
-    host = p['health_host'] or _mooncake.probe_host(p['rpc_address'])
-    metrics_host = p['health_host'] or _mooncake.probe_host(p['metrics_address'] or p['rpc_address'])
+    host = p['health_host'] or _shared.probe_host(p['rpc_address'])
+    metrics_host = p['health_host'] or _shared.probe_host(p['metrics_address'] or p['rpc_address'])
     endpoints = {
-        'rpc': _mooncake.format_host_port(host, p['port']),
-        'metrics': 'http://%s/metrics' % _mooncake.format_host_port(metrics_host, p['metrics_port']),
-        'health': 'http://%s%s' % (_mooncake.format_host_port(metrics_host, p['metrics_port']),
+        'rpc': _shared.format_host_port(host, p['port']),
+        'metrics': 'http://%s/metrics' % _shared.format_host_port(metrics_host, p['metrics_port']),
+        'health': 'http://%s%s' % (_shared.format_host_port(metrics_host, p['metrics_port']),
                                    p['health_path'] if p['health_path'].startswith('/') else '/' + p['health_path']),
     }
     result = dict(changed=False, endpoints=endpoints, ready_seconds=None, argv=[])

@@ -264,7 +264,9 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
+    ROUTER_PORT, ROUTER_PROMETHEUS_PORT, format_host_port, probe_host,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
@@ -320,9 +322,9 @@ def main():
             name=dict(type='str', default='router'),
             binary=dict(type='path', default='/opt/ascend-kvpool/vllm-router/bin/vllm-router'),
             host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
+            port=dict(type='int', default=ROUTER_PORT),
             prometheus_host=dict(type='str', default='127.0.0.1'),
-            prometheus_port=dict(type='int', default=29000),
+            prometheus_port=dict(type='int', default=ROUTER_PROMETHEUS_PORT),
             policy=dict(type='str', choices=list(_router.POLICIES), default='round_robin'),
             worker_urls=dict(type='list', elements='str', default=[]),
             worker_startup_check_interval=dict(type='int', default=1),

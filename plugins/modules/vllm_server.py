@@ -339,6 +339,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     Engine,
     ServiceError,
@@ -388,9 +389,6 @@ def stop_unlisted(module, engine, keep, stop_timeout):
             module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
                              stopped_unlisted=stopped)
     return stopped
-
-
-MAX_DEVICE_ID = 15  # NPU ids of one node: 0-7 on an Atlas A2 (8 NPUs), 0-15 on an A3 (16 dies), as hccn_tool -i takes
 
 
 def check_params(module):

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared, _vllm
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 
 # The role's defaults: the guide's instance on the guide's release.
@@ -323,7 +323,7 @@ def test_probe_host(host, probe):
 def test_format_host_port():
     assert _vllm.format_host_port('10.0.0.1', 8002) == '10.0.0.1:8002'
     assert _vllm.format_host_port('fe80::1', 8002) == '[fe80::1]:8002'
-    assert _vllm.format_host_port is _mooncake.format_host_port  # one rule for every endpoint
+    assert _vllm.format_host_port is _shared.format_host_port  # one rule for every endpoint
 
 
 def test_log_errors_finds_the_fatal_lines():

@@ -10,6 +10,8 @@ __metaclass__ = type
 
 import copy
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ import yaml
 from ansible_collections.ascend.kvpool.plugins.filter import kvpool_benchmark as plan_filter
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import instance_plans  # noqa: E402
 
 HINT = 'PYTHONHASHSEED mismatch or pool not shared'
 
@@ -169,7 +174,8 @@ def test_chart_is_a_png(tmp_path):
 # --- the plan filter ------------------------------------------------------------------------------------------------
 HOSTVARS = {
     'node1': {'ansible_host': '10.0.0.11', 'vllm_instance_instances': [{'devices': [0, 1, 2, 3], 'port': 8002},
-                                                                       {'name': 'second', 'port': 8003}],
+                                                                       {'name': 'second', 'port': 8003,
+                                                                        'devices': [4]}],
               'vllm_instance_model_path': '/models/qwen'},
     'node2': {'ansible_host': '10.0.0.12'},
     'node3': {'ansible_host': 'fe80::3', 'vllm_instance_listen_host': '0.0.0.0', 'mooncake_master_metrics_port': 9100},
@@ -180,8 +186,12 @@ _SHARED = yaml.safe_load((Path(__file__).resolve().parents[4] / 'roles/kvpool_de
 DEFAULTS = {'defaults': dict((k, _SHARED['kvpool_defaults_' + k]) for k in bench_plan.DEFAULT_KEYS)}
 
 
+# Every node planned as role vllm_instance plans it (benchmark.yml's first play).
+PLANNED = instance_plans.planned(HOSTVARS)
+
+
 def _plan(settings, hostvars=None, groups=None):
-    return plan_filter.kvpool_benchmark_plan(dict(DEFAULTS, **settings), HOSTVARS if hostvars is None else hostvars,
+    return plan_filter.kvpool_benchmark_plan(dict(DEFAULTS, **settings), PLANNED if hostvars is None else hostvars,
                                              GROUPS if groups is None else groups)
 
 
@@ -223,6 +233,13 @@ def test_plan_overrides():
 def test_plan_errors_name_the_variable(settings, words):
     plan = _plan(settings, groups=dict(GROUPS, one=['node1']))
     assert any(words in e for e in plan['errors']), plan['errors']
+
+
+def test_a_host_without_a_plan_is_named_with_the_fix():
+    plan = _plan({}, hostvars=HOSTVARS)
+    assert any('node1 has no vllm_instance_plan' in e and 'benchmark.yml' in e for e in plan['errors']), plan['errors']
+    assert _plan({'instance1': {'url': 'http://10.1.1.1:9000'}, 'instance2': {'url': 'http://10.1.1.2:9000'}},
+                 hostvars=HOSTVARS)['errors'] == []
 
 
 def test_plan_without_the_shared_defaults_is_refused_by_name():
