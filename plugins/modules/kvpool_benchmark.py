@@ -478,7 +478,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, run, module)
+    failed, result = _errors.outcome(module, run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def run(module):

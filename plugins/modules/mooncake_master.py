@@ -343,14 +343,14 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     wrapper_child,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
     ServiceError,
-    ServiceSpec,
     backend_for,
     check_service_params,
     find_binary,
+    lifecycle_for,
     proc_children,
     read_bytes,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -467,7 +467,10 @@ def main():
         required_if=[('enable_ha', True, ('etcd_endpoints', 'rpc_address'))],
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
@@ -490,21 +493,16 @@ def _run(module):
     if p['state'] != 'stopped':
         binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
-            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
-                                 'ascend.kvpool.mooncake_install) or set binary to its path.'
-                                 % (p['binary'], ', '.join(BINARY_DIRS)), **result)
+            raise ServiceError('%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
+                               'ascend.kvpool.mooncake_install) or set binary to its path.'
+                               % (p['binary'], ', '.join(BINARY_DIRS)), result=result)
         settings = _mooncake.master_settings(p)
         for _setting, warning in _mooncake.unsupported_settings(settings, p['mooncake_version']):
             module.warn(warning)
         argv = _mooncake.build_master_argv(binary, settings, p['extra_args'], p['mooncake_version'])
     result['argv'] = argv
-    try:
-        spec = ServiceSpec(UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
-                           env=env, owner='ascend.kvpool.mooncake_master', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
+                    env=env, owner='ascend.kvpool.mooncake_master', devices=[], port=p['port'])
     last_health = {'body': None}
 
     peers = ha_peers(p) if p['enable_ha'] else []
@@ -539,13 +537,11 @@ def _run(module):
         # master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
         return [('one leader serving RPC, the other masters standby', ha_view)]
 
-    engine = Engine(module, backend_for(module, p['container']), finish=real_master)
-    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'],
-                  explain=explainer(None if p['enable_ha'] else p['port'], last_health),
-                  what='mooncake_master', peer_gate=peer_gate if p['enable_ha'] else None,
-                  port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
-                  step=p['container_step'])
+    lifecycle = lifecycle_for(module, backend_for(module, p['container']), 'mooncake_master', finish=real_master)
+    return lifecycle.ensure(spec, p['state'], result, gate,
+                            explain=explainer(None if p['enable_ha'] else p['port'], last_health),
+                            peer_gate=peer_gate if p['enable_ha'] else None,
+                            port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)))
 
 
 def real_master(result):

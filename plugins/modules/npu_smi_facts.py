@@ -129,7 +129,10 @@ def main():
         argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True)),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):

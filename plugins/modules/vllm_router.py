@@ -269,11 +269,11 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
     ServiceError,
-    ServiceSpec,
     backend_for,
     check_service_params,
+    lifecycle_for,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -345,7 +345,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
@@ -359,18 +362,13 @@ def _run(module):
     if p['state'] != 'stopped':
         argv = _router.build_router_argv(p['binary'], dict(p, worker_urls=urls))
         if not module.check_mode and not _is_executable(p['binary']):
-            module.fail_json(msg='vllm-router not found at %s (binary). Install it (role ascend.kvpool.kvpool_router '
-                                 'does: pip install vllm-router into its own virtualenv) or set binary to its path.'
-                             % p['binary'], **result)
+            raise ServiceError('vllm-router not found at %s (binary). Install it (role ascend.kvpool.kvpool_router '
+                               'does: pip install vllm-router into its own virtualenv) or set binary to its path.'
+                               % p['binary'], result=result)
     result['argv'] = argv
-    try:
-        spec = ServiceSpec('kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
-                           % p['name'], argv or ['/bin/true'],
-                           env=env, owner='ascend.kvpool.vllm_router', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, 'kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
+                    % p['name'], argv or ['/bin/true'], env=env, owner='ascend.kvpool.vllm_router', devices=[],
+                    port=p['port'])
     seen = {'problem': ''}
 
     def router_health():
@@ -406,10 +404,8 @@ def _run(module):
         parts = [x for x in (seen['problem'], _router.log_error(log)) if x]
         return '; '.join(parts)
 
-    engine = Engine(module, backend_for(module, None))
-    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain,
-                  what='vllm-router', port_taken=lambda: tcp_open(host, p['port'], timeout=0.5))
+    return lifecycle_for(module, backend_for(module, None), 'vllm-router').ensure(
+        spec, p['state'], result, gate, explain=explain, port_taken=lambda: tcp_open(host, p['port'], timeout=0.5))
 
 
 def _is_executable(path):

@@ -172,7 +172,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):

@@ -341,12 +341,13 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._errors import Kvpoo
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
     ServiceError,
     ServiceSpec,
     backend_for,
     check_service_params,
     find_binary,
+    lifecycle_for,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -376,18 +377,19 @@ def launch_argv(argv, path_prepend):
     return ['/bin/sh', '-c', PREPEND_SCRIPT, 'kvpool-vllm'] + pairs + ['--'] + list(argv)
 
 
-def stop_unlisted(module, engine, keep, stop_timeout):
-    """Stop every instance unit of this collection not named in ``keep``."""
-    names = set(n[len(UNIT_PREFIX):] for n in engine.backend.list_units(UNIT_PREFIX))
+def stop_unlisted(lifecycle, keep, stop_timeout):
+    """Stop every instance unit of this collection not named in ``keep``; raises ServiceError naming the one that
+    could not be stopped (with ``stopped_unlisted``, those stopped before it)."""
+    names = set(n[len(UNIT_PREFIX):] for n in lifecycle.backend.list_units(UNIT_PREFIX))
     stopped = []
     for other in sorted(names - set(keep)):
         spec = ServiceSpec(unit_name(other), '', ['/bin/true'], stop_timeout=stop_timeout)
         try:
-            if engine.stop_other(spec):
+            if lifecycle.stop_other(spec):
                 stopped.append(other)
         except ServiceError as exc:
-            module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
-                             stopped_unlisted=stopped)
+            raise ServiceError('could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
+                               result=dict(stopped_unlisted=stopped)) from exc
     return stopped
 
 
@@ -481,7 +483,10 @@ def main():
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
@@ -491,10 +496,10 @@ def _run(module):
     api_key = p['api_key'] or None
     host = p['health_host'] or _vllm.probe_host(p['host'])
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
-    engine = Engine(module, backend_for(module, p['container']))
+    lifecycle = lifecycle_for(module, backend_for(module, p['container']), 'vllm instance %s' % p['name'])
     unlisted = []
     if p['stop_unlisted'] is not None and p['container_step'] != 'gate':  # the gate step comes after the render
-        unlisted = stop_unlisted(module, engine, p['stop_unlisted'], p['stop_timeout'])
+        unlisted = stop_unlisted(lifecycle, p['stop_unlisted'], p['stop_timeout'])
     result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
                   stopped_unlisted=unlisted, env=env, argv=[])
 
@@ -502,21 +507,15 @@ def _run(module):
     if p['state'] != 'stopped':
         binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
-            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use '
-                                 'its image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
-                             **result)
+            raise ServiceError('%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use its '
+                               'image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
+                               result=result)
         argv = _vllm.build_argv(binary, p)
     result['argv'] = argv
-    try:
-        spec = ServiceSpec(unit_name(p['name']), 'vLLM-Ascend instance %s (ascend.kvpool)' % p['name'],
-                           launch_argv(argv, path_prepend) if argv else ['/bin/true'], env=env,
-                           secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None, after=[MASTER_UNIT],
-                           owner='ascend.kvpool.vllm_server', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=p['visible_devices'],
-                           port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, unit_name(p['name']), 'vLLM-Ascend instance %s (ascend.kvpool)' % p['name'],
+                    launch_argv(argv, path_prepend) if argv else ['/bin/true'], env=env,
+                    secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None, after=[MASTER_UNIT],
+                    owner='ascend.kvpool.vllm_server', devices=p['visible_devices'], port=p['port'])
 
     served = p['served_model_name'] or p['model']
     last = {'health': False, 'deadline': 0.0}
@@ -544,12 +543,8 @@ def _run(module):
         return [('GET %s/health -> 200' % endpoint, health_ok),
                 ('GET %s/v1/models lists %s' % (endpoint, served), models_ok)]
 
-    engine.ensure(spec, p['state'], result, gate, wait=p['wait'], ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=_vllm.main_error,
-                  what='vllm instance %s' % p['name'],
-                  port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None,
-                  step=p['container_step'])
-
+    return lifecycle.ensure(spec, p['state'], result, gate, explain=_vllm.main_error,
+                            port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
 
 if __name__ == '__main__':
     main()

@@ -209,30 +209,41 @@ class FakeManager(_service.SystemdBackend):
 
 
 def fake_module(check=False):
-    """(module, out): an AnsibleModule whose exit_json / fail_json put their result into ``out`` and raise
-    SystemExit."""
+    """(module, out): an AnsibleModule whose exit_json / fail_json fail the test: the state machines never exit,
+    they return the result or raise ServiceError. ``out`` is kept for the callers' use."""
     from ansible.module_utils import basic
     from ansible.module_utils.testing import patch_module_args
     with patch_module_args({'_ansible_check_mode': check}):
         module = basic.AnsibleModule(argument_spec={}, supports_check_mode=True)
-    out = {}
 
     def leave(**kw):
-        out.update(kw)
-        raise SystemExit(0)
+        raise AssertionError('library code called exit_json / fail_json with %r' % (kw,))
     module.exit_json = leave
-    module.fail_json = lambda **kw: leave(failed=True, **kw)
-    return module, out
+    module.fail_json = leave
+    return module, {}
+
+
+def outcome(machine, *args, **kwargs):
+    """What a service module's main() makes of ``machine.ensure(...)``: the result, or a failure with the fields
+    the ServiceError carries."""
+    try:
+        return machine.ensure(*args, **kwargs)
+    except _service.ServiceError as exc:
+        return dict(exc.result, failed=True, msg=str(exc))
+
+
+def machine(module, backend, step=None, finish=None, **timing):
+    """The state machine of ``backend`` (SystemdLifecycle, or ContainerLifecycle for a DockerBackend)."""
+    cls = _service.ContainerLifecycle if backend.kind == 'docker' else _service.SystemdLifecycle
+    timing.setdefault('what', 'vllm instance a')
+    return cls(module, backend, step=step, finish=finish, **timing)
 
 
 def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
-    module, out = fake_module(check)
-    engine = _service.Engine(module, manager)
-    with pytest.raises(SystemExit):
-        engine.ensure(spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
-                      ready_timeout=0.3, poll_interval=0.05, explain=lambda log: log.splitlines()[-1],
-                      what='vllm instance a')
-    return out
+    module, dummy = fake_module(check)
+    return outcome(machine(module, manager, ready_timeout=0.3, poll_interval=0.05),
+                   spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
+                   explain=lambda log: log.splitlines()[-1])
 
 
 def test_engine_new_same_changed_and_check_mode():
@@ -337,17 +348,15 @@ def test_engine_waits_ready_timeout_from_a_restart_not_from_the_dead_process():
     mgr = RestartingManager()
     mgr.text = _service.SystemdBackend.render(mgr, spec())[0]
     mgr.running = True
-    module, out = fake_module()
-    engine = _service.Engine(module, mgr)
+    module, dummy = fake_module()
     start = [None]
     import time as _time
 
     def healthy_after_a_while():
         start[0] = start[0] or _time.monotonic()
         return _time.monotonic() - start[0] > 0.15
-    with pytest.raises(SystemExit):
-        engine.ensure(spec(), 'started', dict(changed=False), lambda: [('healthy', healthy_after_a_while)],
-                      ready_timeout=0.3, poll_interval=0.02, what='vllm instance a')
+    out = outcome(machine(module, mgr, ready_timeout=0.3, poll_interval=0.02), spec(), 'started',
+                  dict(changed=False), lambda: [('healthy', healthy_after_a_while)])
     assert not out.get('failed'), out.get('msg')
     assert out['health'] == 'healthy' and 'stop' not in mgr.calls
 
@@ -359,12 +368,11 @@ def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_serv
     mgr = FakeManager()
     ensure(mgr)  # started and healthy
     for check in (False, True):
-        module, out = fake_module(check)
-        with pytest.raises(SystemExit):
-            _service.Engine(module, mgr).ensure(
-                spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
-                ready_timeout=0.2, poll_interval=0.05, explain=lambda log: 'not healthy: node3',
-                what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
+        module, dummy = fake_module(check)
+        out = outcome(machine(module, mgr, ready_timeout=0.2, poll_interval=0.05, what='etcd member node1'),
+                      spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
+                      explain=lambda log: 'not healthy: node3',
+                      peer_gate=lambda: [('every member healthy', lambda: False)])
         if check:  # check mode polls no peer
             assert not out.get('failed') and out['health'] == 'healthy'
         else:
@@ -372,15 +380,49 @@ def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_serv
             assert 'waiting for: every member healthy' in out['msg'] and 'not healthy: node3' in out['msg']
     assert mgr.calls == ['start'] and mgr.running  # neither restarted nor stopped
     fresh = FakeManager()
-    module, out = fake_module()
-    with pytest.raises(SystemExit):
-        _service.Engine(module, fresh).ensure(
-            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
-            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
-    assert out['failed'] and fresh.calls == ['start'] and fresh.running
-    module, out = fake_module()
-    with pytest.raises(SystemExit):
-        _service.Engine(module, fresh).ensure(
-            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
-            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: True)])
-    assert not out.get('failed') and out['health'] == 'healthy'
+    for peers_ok in (False, True):
+        module, dummy = fake_module()
+        out = outcome(machine(module, fresh, ready_timeout=0.2, poll_interval=0.05, what='etcd member node1'),
+                      spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
+                      peer_gate=lambda: [('every member healthy', lambda: peers_ok)])
+        if peers_ok:
+            assert not out.get('failed') and out['health'] == 'healthy'
+        else:
+            assert out['failed'] and fresh.calls == ['start'] and fresh.running
+
+
+# --- the state machines raise, never exit -------------------------------------------------------------------------
+
+def test_a_failed_start_raises_a_service_error_with_the_fields_a_failed_task_returns():
+    module, dummy = fake_module()  # its exit_json / fail_json fail the test
+    with pytest.raises(_service.ServiceError) as caught:
+        machine(module, FakeManager(crash=True), ready_timeout=0.2, poll_interval=0.05).ensure(
+            spec(), 'started', dict(changed=False), lambda: [('healthy', lambda: False)])
+    fields = caught.value.result
+    assert fields['unit'] == 'kvpool-vllm-a.service' and fields['logs'] == 'journalctl -u kvpool-vllm-a'
+    assert fields['health'] == 'unhealthy' and fields['state'] == 'stopped' and fields['pid'] is None
+    assert 'NoSuchConnector' in fields['log_tail'] and 'kvpool-vllm-a' in str(caught.value)
+
+
+def test_a_success_returns_the_result_and_runs_finish():
+    module, dummy = fake_module()
+    seen = []
+    result = machine(module, FakeManager(), finish=seen.append, ready_timeout=0.3, poll_interval=0.05).ensure(
+        spec(), 'started', dict(changed=False), lambda: [('healthy', lambda: True)])
+    assert result['health'] == 'healthy' and result['action'] == 'started' and seen == [result]
+
+
+def test_no_library_code_exits_the_module():
+    """Only a module's main() calls exit_json / fail_json (issue 31): not module_utils, not plugin_utils."""
+    import glob
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(_service.__file__)))
+    calls = []
+    for path in sorted(glob.glob(os.path.join(root, 'module_utils', '*.py'))
+                       + glob.glob(os.path.join(root, 'plugin_utils', '*.py'))):
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if re.search(r'\.(exit|fail)_json\(', line):
+                    calls.append('%s:%d' % (os.path.basename(path), number))
+    assert calls == []

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service import fake_module
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service import fake_module, machine, outcome
 
 TEMPLATE = 'vllm-ascend'
 BINDS = ['/usr/local/dcmi:/usr/local/dcmi', '/etc/hccn.conf:/etc/hccn.conf', '/root/.cache:/root/.cache']
@@ -73,14 +73,11 @@ def spec(**kw):
 
 
 def step(backend, name, state='started', check=False, healthy=True, wait=True, **spec_kw):
-    module, out = fake_module(check)
+    module, dummy = fake_module(check)
     backend.module = module
-    with pytest.raises(SystemExit):
-        _service.Engine(module, backend).ensure(
-            spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)], wait=wait,
-            ready_timeout=0.5, poll_interval=0.05, explain=lambda log: log.splitlines()[-1],
-            what='vllm instance a', step=name)
-    return out
+    return outcome(machine(module, backend, step=name, wait=wait, ready_timeout=0.5, poll_interval=0.05),
+                   spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
+                   explain=lambda log: log.splitlines()[-1])
 
 
 def test_the_definition_is_the_templates_image_mounts_and_only_the_services_own_npus():
