@@ -2,7 +2,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The collection's own error types and the guard every module's ``main()`` runs its work under (Python 3.8+).
+"""The collection's own error types and ``outcome``, which runs every module's work (Python 3.8+).
 
 - :class:`KvpoolError`: a message for the operator that names the input (option, host, file), what is wrong with
   it and the fix. A module turns it into a plain task failure.

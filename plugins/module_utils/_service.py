@@ -69,8 +69,8 @@ ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
 
 class ServiceError(KvpoolError):
-    """A service operation failed; the message is meant for the operator (the guard of a module's ``main()``
-    fails the task with it)."""
+    """A service operation failed; the message is meant for the operator (a module's ``main()`` fails the task
+    with it, and with the result fields it carries)."""
 
 
 class ServiceSpec(object):

@@ -402,13 +402,13 @@ def check_params(params):
 def run_aisbench(module, params, url, model, data):
     scheme, host, port, base = _loadgen.split_url(url)
     if scheme != 'http' or base:
-        module.fail_json(msg='tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
+        raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
     command = params['aisbench_command']
     exe = command if os.path.sep in command else module.get_bin_path(command)
     if not exe or not os.path.exists(exe):
-        module.fail_json(msg='tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
-                             'pip install ais_bench_benchmark) or set aisbench_command'
-                             % (command, socket.gethostname()))
+        raise KvpoolError('tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
+                          'pip install ais_bench_benchmark) or set aisbench_command'
+                          % (command, socket.gethostname()))
     work = params['aisbench_work_dir'] or tempfile.mkdtemp(prefix='kvpool-aisbench-')
     step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
@@ -436,10 +436,12 @@ def run_aisbench(module, params, url, model, data):
     try:
         results = _aisbench.read_results(outputs)
     except KvpoolError as exc:
-        module.fail_json(msg='ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc), aisbench=info)
+        raise KvpoolError('ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc),
+                          result=dict(aisbench=info)) from exc
     if rc != 0 or results is None:
-        module.fail_json(msg='ais_bench failed (rc %s)%s; see aisbench.output_tail'
-                         % (rc, '' if results else ', no performance results under %s' % outputs), aisbench=info)
+        raise KvpoolError('ais_bench failed (rc %s)%s; see aisbench.output_tail'
+                          % (rc, '' if results else ', no performance results under %s' % outputs),
+                          result=dict(aisbench=info))
     info.update(run_dir=results['run_dir'], csv=results['csv'], json=results['json'])
     return results['summary'], info
 
@@ -495,7 +497,7 @@ def run(module):
                          % (params['num_requests'], params['api'], params['input_tokens'], params['dataset_seed'],
                             params['output_tokens'], params['concurrency'], url, params['tool'],
                             ', '.join(sorted(params['metrics_urls'])) or 'no /metrics'))
-        module.exit_json(**result)
+        return result
 
     timeout = max(1.0, params['request_timeout'])
     model = params['model']
@@ -503,9 +505,9 @@ def run(module):
         try:
             names = _loadgen.served_models(url, params['api_key'] or None, timeout=min(timeout, 30.0))
         except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg='cannot list the served models of %s: %s' % (url, exc), **result)
+            raise KvpoolError('cannot list the served models of %s: %s' % (url, exc), result=result) from exc
         if not names:
-            module.fail_json(msg='%s/v1/models lists no model; set model' % url, **result)
+            raise KvpoolError('%s/v1/models lists no model; set model' % url, result=result)
         model = names[0]
     result['model'] = model
 
@@ -514,7 +516,7 @@ def run(module):
         counter = _loadgen.tokenize_counter(url, model, params['api'], params['api_key'] or None,
                                             timeout=min(timeout, 60.0))
         if counter is None and params['tokenize'] == 'server':
-            module.fail_json(msg='tokenize=server but %s/tokenize does not answer' % url, **result)
+            raise KvpoolError('tokenize=server but %s/tokenize does not answer' % url, result=result)
     overhead = _loadgen.CHAT_OVERHEAD
     if params['tool'] == 'aisbench':
         # AISBench sends "Question: <prompt>\nAnswer: " (its custom qa template): fit that text to the length.
@@ -546,7 +548,7 @@ def run(module):
     result['summary'] = summary
     result['requests'] = requests if params['return_requests'] else []
     result['metrics'] = compare(before, after)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

@@ -234,7 +234,7 @@ def _run(module):
                   master_connect=reached)
     if module._diff:
         result['diff'] = dict(before=old_text or '', after=text, before_header=path, after_header=path)
-    module.exit_json(**result)
+    return result
 
 
 def main():

@@ -406,8 +406,7 @@ def ha_peers(p):
 
 def check_params(module):
     """Everything the argument spec cannot say, in one place; returns the environment (null values as empty
-    strings). Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task
-    with it)."""
+    strings). Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
     for name in ('port', 'metrics_port'):
         _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
@@ -474,7 +473,7 @@ def main():
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     env = check_params(module)
 

@@ -460,7 +460,7 @@ SHA256_RE = re.compile(r'^[0-9A-Fa-f]{64}$')
 
 def check_params(module):
     """Everything the argument spec cannot say, in one place. Raises KvpoolError naming the option, the value and
-    the fix (the guard of ``main()`` fails the task with it)."""
+    the fix (``main()`` fails the task with it)."""
     p = module.params
     if not p['key']:
         raise KvpoolError('key is empty: give the probe object a key, a fresh one per probe (for example '
@@ -509,7 +509,7 @@ def main():
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     who = p['node_name'] or p['local_hostname'] or 'this node'
     check_params(module)

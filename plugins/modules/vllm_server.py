@@ -396,7 +396,7 @@ def stop_unlisted(lifecycle, keep, stop_timeout):
 def check_params(module):
     """Everything the argument spec cannot say, in one place. Returns the environment (``env`` with null values as
     empty strings and ``ASCEND_RT_VISIBLE_DEVICES`` from ``visible_devices``) and the ``path_prepend`` lists.
-    Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task with it)."""
+    Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
     if not _vllm.NAME_RE.match(p['name']):
         raise KvpoolError('name=%r must be letters, digits, ".", "_" or "-" (it names the unit), at most 63'
@@ -490,7 +490,7 @@ def main():
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     env, path_prepend = check_params(module)
     api_key = p['api_key'] or None
@@ -545,6 +545,7 @@ def _run(module):
 
     return lifecycle.ensure(spec, p['state'], result, gate, explain=_vllm.main_error,
                             port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
+
 
 if __name__ == '__main__':
     main()

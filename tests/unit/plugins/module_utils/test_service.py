@@ -384,7 +384,7 @@ def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_serv
         module, dummy = fake_module()
         out = outcome(machine(module, fresh, ready_timeout=0.2, poll_interval=0.05, what='etcd member node1'),
                       spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
-                      peer_gate=lambda: [('every member healthy', lambda: peers_ok)])
+                      peer_gate=lambda ok=peers_ok: [('every member healthy', lambda: ok)])
         if peers_ok:
             assert not out.get('failed') and out['health'] == 'healthy'
         else:

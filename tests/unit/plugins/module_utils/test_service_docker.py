@@ -14,8 +14,6 @@ __metaclass__ = type
 
 import time
 
-import pytest
-
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service import fake_module, machine, outcome
 
