@@ -16,6 +16,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _shared, _vll
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import plan
 
+
 # --- versions ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('text, parsed', [

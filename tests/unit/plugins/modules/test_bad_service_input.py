@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import test_service as engine_tests
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
-# The in-memory service manager of test_service_modules, patched in for both service modules.
+# The in-memory service manager of service_harness, patched in for both service modules.
 mgr = svc.manager
 
 

@@ -24,6 +24,7 @@ from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.network_node i
     run_module,
 )
 
+
 @pytest.fixture
 def conf(tmp_path):
     lines = []

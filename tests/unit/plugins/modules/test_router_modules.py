@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import vllm_router, vllm_router_check
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 run = svc.run
