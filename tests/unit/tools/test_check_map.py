@@ -7,6 +7,7 @@
 import importlib.util
 import shutil
 from pathlib import Path
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 ROOT = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location('check_map', str(ROOT / 'tools' / 'check_map.py'))
@@ -25,7 +26,7 @@ def copy(tmp_path):
 def test_the_map_lists_every_plugin_file(capsys):
     assert check_map.main([]) == 0
     out = capsys.readouterr().out
-    assert 'lists every Python file under plugins/' in out
+    assert_names(out, 'docs/DEVELOPING.md', 'every Python file under plugins/')
     assert '(%d)' % len(check_map.plugin_files(ROOT)) in out
 
 
@@ -45,8 +46,8 @@ def test_a_new_file_missing_from_the_map_fails_naming_it_and_the_fix(tmp_path, c
     (tmp_path / 'plugins/module_utils/_new_thing.py').write_text('"""New."""\n')
     assert check_map.main([], root=tmp_path) == 1
     out = capsys.readouterr().out
-    assert 'plugins/module_utils/_new_thing.py is missing from the map of docs/DEVELOPING.md' in out
-    assert '| `plugins/module_utils/_new_thing.py` | what it owns |' in out
+    assert_names(out, 'plugins/module_utils/_new_thing.py', 'missing', 'docs/DEVELOPING.md')
+    assert_names(out, 'add a row', '| `plugins/module_utils/_new_thing.py` | what it owns |')
     assert len(out.splitlines()) == 1
 
 
@@ -73,13 +74,13 @@ def test_grouped_duplicate_and_empty_rows_fail(tmp_path, capsys):
     assert check_map.main([], root=tmp_path) == 1
     out = capsys.readouterr().out
     assert 'must name exactly one file' in out and '_mooncake.py' in out
-    assert 'plugins/plugin_utils/lazy.py has a row already' in out
-    assert 'plugins/plugin_utils/sizes.py: say what it owns' in out
-    assert 'plugins/module_utils/_vllm.py is missing from the map' in out
+    assert_names(out, 'plugins/plugin_utils/lazy.py', 'has a row already', 'merge')
+    assert_names(out, 'plugins/plugin_utils/sizes.py', 'say what it owns')
+    assert_names(out, 'plugins/module_utils/_vllm.py', 'missing from the map')
 
 
 def test_a_doc_without_the_section_fails(tmp_path, capsys):
     doc = copy(tmp_path)
     doc.write_text(doc.read_text(encoding='utf-8').replace(check_map.SECTION, '### Files'), encoding='utf-8')
     assert check_map.main([], root=tmp_path) == 1
-    assert 'no section "### What each Python file owns"' in capsys.readouterr().out
+    assert_names(capsys.readouterr().out, 'no section', '### What each Python file owns', 'add it')
