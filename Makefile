@@ -89,6 +89,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
 	$(PY) tools/role_docs.py --check
+	$(PY) tools/check_map.py
 
 sanity: .venv-sanity/.stamp
 	bash scripts/sanity.sh

@@ -18,49 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-
-# `systemctl show -p... UNIT` (systemd 252, Debian bookworm, a mock node): a running unit restarted once after a
-# kill -9, and a unit that does not exist.
-SHOW_RUNNING = """LoadState=loaded
-ActiveState=active
-SubState=running
-MainPID=1187
-NRestarts=1
-Result=success
-UnitFileState=enabled
-ExecMainStartTimestampMonotonic=512734112
-ExecMainStatus=0
-"""
-SHOW_MISSING = """LoadState=not-found
-ActiveState=inactive
-SubState=dead
-MainPID=0
-NRestarts=0
-Result=success
-UnitFileState=
-ExecMainStartTimestampMonotonic=0
-ExecMainStatus=0
-"""
-SHOW_CRASH_LOOP_OVER = """LoadState=loaded
-ActiveState=failed
-SubState=failed
-MainPID=0
-NRestarts=5
-Result=start-limit-hit
-UnitFileState=enabled
-ExecMainStartTimestampMonotonic=0
-ExecMainStatus=2
-"""
-SHOW_AUTO_RESTART = SHOW_RUNNING.replace('ActiveState=active', 'ActiveState=activating').replace(
-    'SubState=running', 'SubState=auto-restart')
-
-
-def spec(**kw):
-    args = dict(unit='kvpool-vllm-a', description='vLLM-Ascend instance a (ascend.kvpool)',
-                argv=['/usr/local/bin/vllm', 'serve', '/m', '--kv-transfer-config', '{"kv_role": "kv_both"}'],
-                env={'PYTHONHASHSEED': '0', 'ODD': 'a "q" 100% $HOME'}, after=['kvpool-mooncake-master'])
-    args.update(kw)
-    return _service.ServiceSpec(**args)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.service_fakes import (
+    SHOW_AUTO_RESTART,
+    SHOW_CRASH_LOOP_OVER,
+    SHOW_MISSING,
+    SHOW_RUNNING,
+    FakeManager,
+    Recorder,
+    ensure,
+    fake_module,
+    machine,
+    outcome,
+    spec,
+)
 
 
 def exec_words(unit_text):
@@ -172,80 +142,6 @@ def test_secrets_in_a_diff_are_names_only():
 
 # --- the engine's flow, against an in-memory service manager ------------------------------------------------------
 
-class FakeManager(_service.SystemdBackend):
-    """A service manager in memory: what the engine wrote, whether the service runs, what its journal says."""
-
-    kind = 'fake'
-
-    def __init__(self, crash=False):
-        self.text, self.secret, self.running, self.restarts, self.crash = None, None, False, 0, crash
-        self.calls = []
-
-    def check(self):
-        pass
-
-    def status(self, spec):
-        if self.text is None:
-            return _service.status_from_show(_service.parse_show(SHOW_MISSING))
-        if self.running:
-            return _service.status_from_show(_service.parse_show(SHOW_RUNNING))
-        return _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
-
-    def current(self, spec):
-        return self.text, self.secret, self.status(spec)
-
-    def apply(self, spec, text, secret, old_text, old_secret, restart):
-        self.calls.append('restart' if restart else 'start')
-        self.text, self.secret, self.running = text, secret, not self.crash
-
-    def stop(self, spec, remove=True):
-        self.calls.append('stop')
-        self.running = False
-        if remove:
-            self.text = self.secret = None
-
-    def logs(self, spec, lines):
-        return 'INFO starting\nValueError: Unsupported connector type: NoSuchConnector\n'
-
-
-def fake_module(check=False):
-    """(module, out): an AnsibleModule whose exit_json / fail_json fail the test: the state machines never exit,
-    they return the result or raise ServiceError. ``out`` is kept for the callers' use."""
-    from ansible.module_utils import basic
-    from ansible.module_utils.testing import patch_module_args
-    with patch_module_args({'_ansible_check_mode': check}):
-        module = basic.AnsibleModule(argument_spec={}, supports_check_mode=True)
-
-    def leave(**kw):
-        raise AssertionError('library code called exit_json / fail_json with %r' % (kw,))
-    module.exit_json = leave
-    module.fail_json = leave
-    return module, {}
-
-
-def outcome(machine, *args, **kwargs):
-    """What a service module's main() makes of ``machine.ensure(...)``: the result, or a failure with the fields
-    the ServiceError carries."""
-    try:
-        return machine.ensure(*args, **kwargs)
-    except _service.ServiceError as exc:
-        return dict(exc.result, failed=True, msg=str(exc))
-
-
-def machine(module, backend, step=None, finish=None, **timing):
-    """The state machine of ``backend`` (SystemdLifecycle, or ContainerLifecycle for a DockerBackend)."""
-    cls = _service.ContainerLifecycle if backend.kind == 'docker' else _service.SystemdLifecycle
-    timing.setdefault('what', 'vllm instance a')
-    return cls(module, backend, step=step, finish=finish, **timing)
-
-
-def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
-    module, dummy = fake_module(check)
-    return outcome(machine(module, manager, ready_timeout=0.3, poll_interval=0.05),
-                   spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
-                   explain=lambda log: log.splitlines()[-1])
-
-
 def test_engine_new_same_changed_and_check_mode():
     mgr = FakeManager()
     checked = ensure(mgr, check=True)
@@ -288,20 +184,6 @@ def test_engine_unhealthy_start_is_stopped_and_reported():
 
 
 # --- the systemd backend's calls (systemctl recorded, the unit directory under tmp) ----------------------------------
-
-class Recorder(object):
-    check_mode = False
-
-    def __init__(self):
-        self.calls = []
-
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return '/usr/bin/' + name
-
-    def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
-        self.calls.append(' '.join(argv[1:]))
-        return 0, '', ''
-
 
 def test_systemd_backend_enables_with_the_wants_link_and_reloads_once_per_changed_unit(tmp_path, monkeypatch):
     monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path))

@@ -7,7 +7,7 @@ option (or directory) and the value, before anything is written, started or remo
 wrong success or a file outside the module's own directories (docs/bad-input.md lists them).
 
 Runs on localhost, without systemd: the modules run over the in-memory service manager of
-test_service_modules.py, the engine's systemd backend over a recorded systemctl with its unit and secrets
+service_harness.py, the engine's systemd backend over a recorded systemctl with its unit and secrets
 directories under tmp. A read-only filesystem is SIMULATED (``os.statvfs`` reports ``ST_RDONLY``, ``mkdir`` fails
 with EROFS): the tests run as root, and root can write anywhere else.
 """
@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import test_service as engine_tests
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
-# The in-memory service manager of test_service_modules, patched in for both service modules.
+# The in-memory service manager of service_harness, patched in for both service modules.
 mgr = svc.manager
 
 
@@ -180,7 +180,7 @@ class Systemctl(engine_tests.Recorder):
 
 
 def engine_start(secret=True, state='started', show=''):
-    """The engine's ensure (test_service's) on the real systemd backend over a recorded systemctl; the unit and
+    """The state machine's ensure (service_fakes') on the real systemd backend over a recorded systemctl; the unit and
     secrets directories are the test's."""
     systemctl = Systemctl(show)
     res = engine_tests.ensure(_service.SystemdBackend(systemctl), state=state,
