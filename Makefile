@@ -93,6 +93,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
 	$(PY) tools/role_docs.py --check
+	$(PY) tools/check_map.py
 	@$(PHASE) $@ end
 
 sanity: .venv-sanity/.stamp

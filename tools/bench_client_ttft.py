@@ -16,7 +16,6 @@ Usage (against a URL on loopback or on the mock cluster, inside the mock-cluster
 """
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -26,17 +25,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def load_loadgen():
-    spec = importlib.util.spec_from_file_location('_loadgen', str(REPO / 'plugins' / 'module_utils' / '_loadgen.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(REPO / '.collections'))  # the checkout as ansible_collections.ascend.kvpool
+    from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+    return _loadgen
 
 
 def scrape(lg, url):
     text, error = lg.get_text(url.rstrip('/') + '/metrics', timeout=30.0)
     if text is None:
         sys.exit('cannot scrape %s/metrics: %s' % (url, error))
-    return lg.parse_prometheus(text, [lg.SERVER_TTFT_METRIC])
+    from ansible_collections.ascend.kvpool.plugins.module_utils import _prometheus
+    return _prometheus.parse(text, [lg.SERVER_TTFT_METRIC])
 
 
 def one_run(lg, args, seed, model, counter):

@@ -40,7 +40,7 @@ options:
         C(restart_retries) O(restart_limit_burst); its logs are C(docker logs <name>).
       - The container is created, recreated when its definition differs, started and removed by
         M(community.docker.docker_container), which the module's action plugin runs on the node between two calls
-        of this module (render the definition and convert the old layout; then the health gate and, on a failed
+        of this module (render the definition; then the health gate and, on a failed
         start, the tail of C(docker logs)). The task reports docker_container's C(changed) and diff.
       - Unset runs the service as a systemd unit on the host, logging to the journal (C(journalctl -u <unit>)), in
         one call of the module.
@@ -49,8 +49,8 @@ options:
   container_step:
     description:
       - Internal, set by the module's action plugin in container mode (O(container)); leave it unset.
-      - C(render) returns the M(community.docker.docker_container) arguments of the service container and converts
-        the old layout; C(gate) runs the health gate after docker_container ran.
+      - C(render) returns the M(community.docker.docker_container) arguments of the service container; C(gate)
+        runs the health gate after docker_container ran.
     type: str
     choices: [render, gate]
 notes:
@@ -60,11 +60,6 @@ notes:
     and stopped through its cgroup, so every process it started goes with it.
   - Secrets are never in the unit file (world-readable) but in C(/etc/ascend-kvpool/secrets/<unit>.env), mode
     0600, read through C(EnvironmentFile=).
-  - A node deployed by a release before the units (a detached process with a pid file and C(settings.json) in
-    O(state_dir)) is converted by the next run. The old process is stopped only when both its recorded start time
-    and its command line match; otherwise the task fails naming it and leaves it alone. In container mode the
-    recorded process is of the O(container) (where the old release ran it with C(docker exec)) and is checked and
-    stopped there.
   - In container mode the task needs the collection C(community.docker) (declared in C(galaxy.yml)) and what its
     M(community.docker.docker_container) needs on the node (the Docker API through the docker socket, as for the
     role C(ascend.kvpool.vllm_ascend_container)).

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the router (role ascend.kvpool.kvpool_router): thin adapters over plugin_utils/router_plan.py and
-module_utils/_router.py; the policy choice's warnings are shown as Ansible warnings."""
+plugin_utils/router_policy.py; the policy choice's warnings are shown as Ansible warnings."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +15,7 @@ from ansible.utils.display import Display
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _router = lazy.module('module_utils._router')
+router_policy = lazy.module('plugin_utils.router_policy')
 router_plan = lazy.module('plugin_utils.router_plan')
 
 display = Display()
@@ -36,8 +37,8 @@ def kvpool_router_policy(requested, render=None, allow_unsafe=False, warn=True, 
     if requested != 'auto' and requested not in _router.POLICIES:
         raise AnsibleFilterError('kvpool_router_policy=%r is not a policy: use auto or one of %s'
                                  % (requested, ', '.join(_router.POLICIES)))
-    choice = _router.resolve_policy(requested, dict(render or {}), bool(allow_unsafe), dict(tokenize or {}),
-                                    str(release or ''))
+    choice = router_policy.resolve_policy(requested, dict(render or {}), bool(allow_unsafe), dict(tokenize or {}),
+                                          str(release or ''))
     if warn:
         for message in choice['warnings']:
             display.warning(message)

@@ -24,8 +24,9 @@ display = Display()
 def vllm_instance_plan(instances, settings, host='this host', warn=True):
     """Plan of ``instances`` (the role's ``vllm_instance_instances``) with the role-level ``settings``.
 
-    Returns a dict: ``instances`` (each with its rendered kv_transfer_config, env, argv inputs), ``devices``,
-    ``ports``, ``total_tp``, ``warnings``, ``errors``, ``version``, ``profile``.
+    Returns a dict: ``instances`` (each with its rendered kv_transfer_config, env, argv inputs, and where it
+    answers: ``address``, ``url``, ``endpoint``, ``loopback``), ``devices``, ``ports``, ``total_tp``, ``warnings``,
+    ``errors``, ``node_address``, ``version``, ``profile``.
     """
     if not isinstance(settings, dict):
         raise AnsibleFilterError('vllm_instance_plan: settings must be a dict, got %s' % type(settings).__name__)

@@ -2,17 +2,18 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The collection's own error types and the guard every module's ``main()`` runs its work under (Python 3.8+).
+"""The collection's own error types and ``outcome``, which runs every module's work (Python 3.8+).
 
 - :class:`KvpoolError`: a message for the operator that names the input (option, host, file), what is wrong with
   it and the fix. A module turns it into a plain task failure.
 - :class:`ParseError`: text that is not what the tool prints. Every parser of the collection returns a verdict or
   raises this, and nothing else (the Hypothesis properties under ``tests/unit`` hold them to that). It is also a
   ``ValueError``, so older callers that catch ``ValueError`` keep working.
-- :func:`guard`: runs a module's work; a :class:`KvpoolError` fails the task with its message, and any other
-  exception fails it with a message that names the module and its input (no traceback in the task's ``msg``; the
-  traceback is kept in ``exception``, shown with ``-vvv``). Values of ``no_log`` options are masked by
-  ``fail_json`` as everywhere else.
+- :func:`outcome`: runs a module's work and returns ``(failed, result)`` for the module's ``main()``, which alone
+  calls ``exit_json`` or ``fail_json``: no library code exits. A :class:`KvpoolError` becomes a plain failure with
+  its message and the result fields it carries (a unit name, a logs hint, a pid); any other exception a failure
+  whose message names the module and its input (no traceback in the task's ``msg``; the traceback is kept in
+  ``exception``, shown with ``-vvv``). Values of ``no_log`` options are masked by ``fail_json`` as everywhere else.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +24,14 @@ import traceback
 
 
 class KvpoolError(Exception):
-    """A failure whose message names the input and the fix."""
+    """A failure whose message names the input and the fix.
+
+    ``result`` (keyword only): the fields the failed task still returns next to ``msg`` (a unit name, a logs hint,
+    a log tail); the module's ``main()`` passes them to ``fail_json``."""
+
+    def __init__(self, *args, **kwargs):
+        self.result = dict(kwargs.pop('result', None) or {})
+        super(KvpoolError, self).__init__(*args, **kwargs)
 
 
 class ParseError(KvpoolError, ValueError):
@@ -52,14 +60,14 @@ def _inputs(module):
     return ', '.join(shown)
 
 
-def guard(module, body, *args, **kwargs):
-    """``body(*args, **kwargs)``, failing the task cleanly on any exception (``SystemExit`` from ``exit_json`` /
-    ``fail_json`` passes through)."""
+def outcome(module, body, *args, **kwargs):
+    """``(failed, result)`` of ``body(*args, **kwargs)``, which returns the module's result dict (None: an empty
+    one). Never exits: the module's ``main()`` calls ``fail_json(**result)`` or ``exit_json(**result)``."""
     try:
-        return body(*args, **kwargs)
+        return False, body(*args, **kwargs) or {}
     except KvpoolError as exc:
-        module.fail_json(msg=str(exc))
+        return True, dict(exc.result, msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except
         name = getattr(module, '_name', None) or 'module'
-        module.fail_json(msg=unexpected_message(name, exc, 'input', _inputs(module)), exception=traceback.format_exc())
-    return None
+        return True, dict(msg=unexpected_message(name, exc, 'input', _inputs(module)),
+                          exception=traceback.format_exc())

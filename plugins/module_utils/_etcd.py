@@ -22,7 +22,7 @@ import base64
 import json
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port
 
 __metaclass__ = type
 

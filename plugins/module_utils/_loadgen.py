@@ -16,8 +16,8 @@
   error event, broken or timed-out stream) is kept in the results with its error; it is never dropped.
 * Statistics: ``describe`` gives count, mean, median, p90, p99, min and max (percentiles interpolate linearly
   between closest ranks, as numpy's default and AISBench do).
-* ``/metrics``: ``parse_prometheus`` reads the Prometheus text format into ``{series: value}``; ``diff`` and
-  ``metric_sum`` give the counters' change over a step; ``vllm_hits`` and ``master_state`` summarise where KV
+* ``/metrics`` (read by ``_prometheus.parse`` into ``{series: value}``): ``diff`` and ``metric_sum`` give the
+  counters' change over a step; ``vllm_hits`` and ``master_state`` summarise where KV
   hits came from; ``histogram``, ``histogram_quantile`` and ``server_ttft`` give the server's own TTFT over a
   step (mean from ``_sum`` / ``_count``, p50 / p90 from the buckets, as Prometheus' ``histogram_quantile``).
 """
@@ -30,10 +30,12 @@ import hashlib
 import json
 import math
 import random
-import re
 import socket
 import threading
 import time
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
+from ansible_collections.ascend.kvpool.plugins.module_utils._prometheus import metric_sum, number, split_series
 
 try:
     import http.client as http_client
@@ -216,7 +218,7 @@ def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_toke
     }
 
 
-# --- HTTP ------------------------------------------------------------------------------------------------------
+# --- HTTP: plain requests through _proc.http_request (ansible.module_utils.urls); the timed stream: http.client --
 def split_url(url):
     """``(scheme, host, port, base_path)`` of an instance URL such as ``http://10.0.0.1:8002``."""
     parts = urlsplit(url if '://' in url else 'http://' + url)
@@ -240,24 +242,23 @@ def _headers(api_key=None, json_body=True):
     return out
 
 
-def http_request(url, method='GET', body=None, api_key=None, timeout=30.0):
-    """One plain request; returns ``(status, body text)``; raises OSError / HTTPException on transport errors."""
-    scheme, host, port, base = split_url(url)
-    conn = _connect(scheme, host, port, timeout)
+def http_request(url, body=None, api_key=None, timeout=30.0):
+    """One plain request (a GET, or a POST of the JSON document ``body``) through ``_proc.http_request``
+    (``ansible.module_utils.urls``); returns ``(status, body text)`` whatever the status; raises OSError or
+    ``http.client.HTTPException`` when nothing answered."""
+    payload = json.dumps(body).encode('utf-8') if body is not None else None
+    status, resp = _proc.http_request(url if '://' in url else 'http://' + url, timeout,
+                                      _headers(api_key, payload is not None), payload)
     try:
-        payload = json.dumps(body) if body is not None else None
-        conn.request(method, base or '/', payload, _headers(api_key, payload is not None))
-        resp = conn.getresponse()
-        data = resp.read()
-        return resp.status, data.decode('utf-8', 'replace')
+        return status, resp.read().decode('utf-8', 'replace')
     finally:
-        conn.close()
+        resp.close()
 
 
 def get_text(url, timeout=10.0, api_key=None):
     """``(text, error)`` of a GET: text is None on any failure and error says why."""
     try:
-        status, text = http_request(url, 'GET', None, api_key, timeout)
+        status, text = http_request(url, None, api_key, timeout)
     except (OSError, socket.timeout, http_client.HTTPException, ValueError) as exc:
         return None, '%s: %s' % (url, exc)
     if status != 200:
@@ -267,7 +268,7 @@ def get_text(url, timeout=10.0, api_key=None):
 
 def served_models(base_url, api_key=None, timeout=10.0):
     """The model ids of ``GET /v1/models``."""
-    status, text = http_request(base_url.rstrip('/') + '/v1/models', 'GET', None, api_key, timeout)
+    status, text = http_request(base_url.rstrip('/') + '/v1/models', None, api_key, timeout)
     if status != 200:
         raise ValueError('%s/v1/models: HTTP %d %s' % (base_url.rstrip('/'), status, text[:200]))
     return [m.get('id') for m in json.loads(text).get('data') or [] if m.get('id')]
@@ -287,7 +288,7 @@ def tokenize_counter(base_url, model, api='chat', api_key=None, timeout=30.0):
 
     def counter(text):
         try:
-            status, data = http_request(url, 'POST', body(text), api_key, timeout)
+            status, data = http_request(url, body(text), api_key, timeout)
         except (OSError, socket.timeout, http_client.HTTPException):
             return None
         if status != 200:
@@ -547,90 +548,7 @@ def summarize(results, wall_s, expected_tokens=None):
     }
 
 
-# --- Prometheus /metrics ---------------------------------------------------------------------------------------
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$')
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-
-
-_ESCAPE = re.compile(r'\\(.)', re.S)
-
-
-def _unescape(value):
-    """Prometheus label value escapes (``\\\\``, ``\\"``, ``\\n``) undone in one pass, so an escaped backslash
-    followed by ``n`` stays a backslash and an ``n``."""
-    return _ESCAPE.sub(lambda m: '\n' if m.group(1) == 'n' else m.group(1), value)
-
-
-def parse_labels(text):
-    """``{a="x",b="y"}`` -> dict (escaped quotes, backslashes and newlines handled)."""
-    labels = {}
-    inner = (text or '').strip()
-    if inner.startswith('{'):
-        inner = inner[1:]
-    if inner.endswith('}'):
-        inner = inner[:-1]
-    pos = 0
-    while pos < len(inner):
-        match = _LABEL.match(inner, pos)
-        if not match:
-            break
-        labels[match.group(1)] = _unescape(match.group(2))
-        pos = match.end()
-    return labels
-
-
-def series_key(name, labels):
-    """Canonical series name: ``name{a="x",b="y"}`` with sorted labels (just ``name`` without labels)."""
-    if not labels:
-        return name
-    inner = ','.join('%s="%s"' % (k, str(labels[k]).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n'))
-                     for k in sorted(labels))
-    return '%s{%s}' % (name, inner)
-
-
-def split_series(key):
-    """Inverse of ``series_key``: ``(name, labels)``."""
-    brace = key.find('{')
-    if brace < 0:
-        return key, {}
-    return key[:brace], parse_labels(key[brace:])
-
-
-def _number(text):
-    low = text.lower()
-    if low in ('nan',):
-        return float('nan')
-    if low in ('+inf', 'inf'):
-        return float('inf')
-    if low == '-inf':
-        return float('-inf')
-    return float(text)
-
-
-def parse_prometheus(text, prefixes=None):
-    """Prometheus text exposition -> ``{series key: float}``; comments and malformed lines are skipped.
-
-    ``prefixes`` keeps only the metric names starting with one of them.
-    """
-    out = {}
-    for raw in (text or '').splitlines():
-        line = raw.strip()
-        if not line or line.startswith('#'):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        name = match.group(1)
-        if prefixes and not any(name.startswith(p) for p in prefixes):
-            continue
-        try:
-            value = _number(match.group(3))
-        except ValueError:
-            continue
-        out[series_key(name, parse_labels(match.group(2)))] = value
-    return out
-
-
+# --- Prometheus /metrics (parsed by _prometheus.parse) --------------------------------------------------------
 def diff(before, after):
     """``after - before`` for every series of ``after`` (a series new in ``after`` counts from 0)."""
     out = {}
@@ -641,19 +559,6 @@ def diff(before, after):
             continue
         out[key] = round(delta, 6)
     return out
-
-
-def metric_sum(samples, name, **labels):
-    """Sum of the series named ``name`` whose labels include ``labels``; None when there is no such series."""
-    total = None
-    for key, value in (samples or {}).items():
-        sname, slabels = split_series(key)
-        if sname != name:
-            continue
-        if any(slabels.get(k) != str(v) for k, v in labels.items()):
-            continue
-        total = (total or 0.0) + value
-    return total
 
 
 def _rate(hits, queries):
@@ -698,7 +603,7 @@ SERVER_TTFT_METRIC = 'vllm:time_to_first_token_seconds'
 
 def _bound(text):
     try:
-        return _number(text)
+        return number(text)
     except (TypeError, ValueError):
         return None
 

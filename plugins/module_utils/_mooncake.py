@@ -60,8 +60,6 @@ MASTER_FLAGS = [
     ('enable_http_metadata_server', 'enable_http_metadata_server'),
 ]
 
-WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]')
-
 # From this Mooncake version the master's preferred RPC port and HA spellings are rendered.
 NEW_FLAGS_SINCE = (0, 3, 12)
 # The first version whose master has --metrics_host (PyPI 0.3.12.post1 refuses it, 0.3.13.post1 lists it).
@@ -176,15 +174,6 @@ def split_endpoints(endpoints):
     return [str(e).strip() for e in items if str(e).strip()]
 
 
-def format_host_port(host, port):
-    """``host:port``, an IPv6 host in brackets (``[fd00::1]:50088``); the one rule for every endpoint the collection
-    writes (master address, metrics and health URLs, vLLM endpoints via ``_vllm``, pre-flight's master endpoint)."""
-    host = str(host).strip()
-    if ':' in host and not host.startswith('['):
-        host = '[%s]' % host
-    return '%s:%d' % (host, int(port))
-
-
 def parse_master_address(address):
     """``(host, port)`` of a ``host:port`` master address, or None for an ``etcd://`` (HA) address."""
     address = str(address or '').strip()
@@ -257,14 +246,6 @@ def settings_text(argv):
     lines = ['state: running', 'binary: %s' % argv[0]]
     lines.extend('  %s' % a for a in argv[1:])
     return '\n'.join(lines) + '\n'
-
-
-def probe_host(rpc_address):
-    """Where to probe a master bound to ``rpc_address`` from its own host."""
-    addr = str(rpc_address or '').strip()
-    if addr in WILDCARD_ADDRESSES:
-        return '127.0.0.1'
-    return addr.strip('[]')
 
 
 # --- logs ----------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import ipaddress
 import re
 
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import PYTHON_NAME
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import is_wildcard
 
 TCP_LISTEN = '0A'
 # Keys include parentheses: Active(anon), Inactive(file)...
@@ -80,8 +81,8 @@ def socket_inode(link):
 
 
 def wildcard(address):
-    """Whether a listen address is every interface (``0.0.0.0`` or ``::``)."""
-    return address in ('0.0.0.0', '::')
+    """Whether a listening socket's address is every interface (``0.0.0.0`` or ``::``: _shared's rule)."""
+    return bool(address) and is_wildcard(address)
 
 
 def parse_net_tcp_port(text, port):

@@ -5,12 +5,12 @@
 """Pure helpers about processes and readiness polls, shared by the service modules and the pre-flight.
 
 The collection no longer supervises processes itself (no pid files, no signals to recorded pids): services are
-systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``parse_status``,
-``stat_fields``, ``parse_cmdline``, ``cmdline_matches``: also used to recognise a process of the old layout),
-trims logs (``tail_text``) and polls readiness briskly with an overall timeout (``tcp_open``, ``http_status``,
-``wait_until``); ``split_target`` and ``try_connect`` check a ``host:port`` target once, with the error text. The
-polls run from the module's own process, in the host's network namespace: a service container
-shares the host network, so its ports are probed where they bind.
+systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``stat_fields``,
+``parse_cmdline``, ``wrapper_child``), trims logs (``tail_text``) and polls readiness briskly with an overall
+timeout (``tcp_open``, ``wait_until``, and ``http_status`` over ``http_request``, the collection's one plain HTTP
+client, through ``ansible.module_utils.urls``); ``split_target`` and ``try_connect`` check a ``host:port`` target
+once, with the error text. The polls run from the module's own process, in the host's network namespace: a service
+container shares the host network, so its ports are probed where they bind.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,27 +24,6 @@ import socket
 import time
 
 
-def parse_status(status_text):
-    """(state letter, live threads) of a /proc/<pid>/status text; (None, 0) when unreadable.
-
-    The thread count matters: when a multi-threaded daemon exits, its main thread is a zombie (``Z``) while the
-    other threads still run and still hold its sockets open. Only a zombie with no live thread left is gone.
-    """
-    if not status_text:
-        return None, 0
-    if isinstance(status_text, bytes):
-        status_text = status_text.decode('utf-8', 'replace')
-    state, threads = None, 0
-    for line in status_text.splitlines():
-        key, dummy, val = line.partition(':')
-        val = val.strip()
-        if key == 'State' and val:
-            state = val[0]
-        elif key == 'Threads' and val.isdigit():
-            threads = int(val)
-    return state, threads
-
-
 def stat_fields(stat_text):
     """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
     if not stat_text:
@@ -55,21 +34,6 @@ def stat_fields(stat_text):
     if close < 0:
         return None
     return stat_text[close + 1:].split()
-
-
-def parse_stat_state(stat_text):
-    """The one-letter state of a /proc/<pid>/stat line (R, S, D, Z, T, ...), or None."""
-    rest = stat_fields(stat_text)
-    return rest[0] if rest else None
-
-
-def is_gone(state, threads):
-    """Whether a process in this state with this many threads has finished (its resources are released)."""
-    if state is None:
-        return True
-    if state in ('Z', 'X', 'x'):
-        return threads <= 1
-    return False
 
 
 def parse_cmdline(raw):
@@ -102,26 +66,6 @@ def wrapper_child(argv, children, name):
         if child and os.path.basename(child[0]) == name and not PYTHON_NAME.match(os.path.basename(child[0])):
             return pid
     return None
-
-
-def cmdline_matches(actual, expected):
-    """Whether a live command line is the expected one.
-
-    The arguments after argv[0] must be equal, and the program must have the same basename. Two launchers are
-    tolerated: an entry-point wrapper that ``exec``s a packaged binary (``mooncake_master`` on PATH is a Python
-    script that becomes ``.../site-packages/mooncake/mooncake_master``: same pid and arguments, other directory),
-    and a script run by its ``#!`` interpreter (``python3 /usr/local/bin/mooncake_master ...``).
-    """
-    if not actual or not expected:
-        return False
-    expected = [str(a) for a in expected]
-    name = os.path.basename(expected[0])
-    for skip in (0, 1):
-        if len(actual) != len(expected) + skip:
-            continue
-        if list(actual[skip + 1:]) == expected[1:] and os.path.basename(actual[skip]) == name:
-            return True
-    return False
 
 
 def tail_text(text, lines=40, max_chars=6000):
@@ -174,39 +118,71 @@ def try_connect(target, timeout):
     return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
 
 
+_REQUEST = []  # the one ansible.module_utils.urls.Request of this process (see http_request)
+
+
+def _requester():
+    # Imported here: ansible.module_utils.urls pulls in http.client, ssl and email (~15 ms), which the filter plugins
+    # that import this file (through _mooncake) pay again in every forked Ansible worker and never use.
+    if not _REQUEST:
+        import ssl
+
+        from ansible.module_utils.urls import Request
+
+        options = dict(use_proxy=False, use_netrc=False, http_agent='ascend.kvpool')
+        try:
+            # One TLS context for every request of the process: open_url builds one per request, loading the CA
+            # certificates again (about 30 ms, 90 times a plain request to localhost, measured with ansible-core
+            # 2.19), which a health poll every 0.1 s would pay each time.
+            request = Request(context=ssl.create_default_context(), **options)
+        except TypeError:  # ansible-core 2.16 takes no context: a new one per request
+            request = Request(**options)
+        _REQUEST.append(request)
+    return _REQUEST[0]
+
+
+def http_request(url, timeout, headers=None, data=None):
+    """``(status, response)`` of one GET of ``url``, or POST of the bytes ``data``, through
+    ``ansible.module_utils.urls`` (proxies and ``~/.netrc`` bypassed). An HTTP error status comes back with its
+    ``HTTPError`` as the response (it reads like one). Raises OSError (``URLError``, a timeout, a reset, and
+    ``ansible.module_utils.urls.ConnectionError`` turned into one) or ``http.client.HTTPException`` when nothing
+    answered."""
+    from urllib.error import HTTPError
+
+    from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+
+    try:
+        resp = _requester().open('POST' if data is not None else 'GET', url, data=data, headers=dict(headers or {}),
+                                 timeout=timeout)
+    except HTTPError as exc:
+        return exc.code, exc
+    except UrlsConnectionError as exc:
+        raise OSError(str(exc)) from exc
+    return resp.getcode(), resp
+
+
 def http_status(url, timeout=1.0, headers=None, data=None, limit=65536):
-    """(status, body) of a GET of ``url`` (proxies bypassed), or of a POST of ``data`` (a JSON-able document, sent
-    as ``application/json``); status None when nothing answered.
+    """(status, body) of a GET of ``url``, or of a POST of ``data`` (a JSON-able document, sent as
+    ``application/json``), through ``http_request``; status None when nothing answered.
 
     ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged. At most
     ``limit`` bytes of the body are read.
     """
-    # Imported here: urllib.request pulls in http.client, ssl and email (~15 ms), which the filter plugins that
-    # import this file (through _mooncake) pay again in every forked Ansible worker and never use.
-    from urllib.error import HTTPError
-    from urllib.request import ProxyHandler, Request, build_opener
-
-    opener = build_opener(ProxyHandler({}))
-    sent = {'User-Agent': 'ascend.kvpool'}
-    sent.update(headers or {})
+    sent = dict(headers or {})
     payload = None
     if data is not None:
         payload = json.dumps(data).encode('utf-8')
         sent['Content-Type'] = 'application/json'
     try:
-        resp = opener.open(Request(url, data=payload, headers=sent), timeout=timeout)
-        try:
-            return resp.getcode(), resp.read(limit).decode('utf-8', 'replace')
-        finally:
-            resp.close()
-    except HTTPError as exc:
-        try:
-            body = exc.read(limit).decode('utf-8', 'replace')
-        except Exception:  # pylint: disable=broad-except
-            body = ''
-        return exc.code, body
-    except Exception:  # pylint: disable=broad-except  # URLError, OSError, http.client.RemoteDisconnected, ...
+        status, resp = http_request(url, timeout, sent, payload)
+    except Exception:  # pylint: disable=broad-except  # URLError, OSError, urls.ConnectionError, RemoteDisconnected
         return None, ''
+    try:
+        return status, resp.read(limit).decode('utf-8', 'replace')
+    except Exception:  # pylint: disable=broad-except  # the answer broke off: an error status stays one
+        return (status, '') if status >= 400 else (None, '')
+    finally:
+        resp.close()
 
 
 def wait_until(checks, timeout, interval=0.1, alive=None, clock=time.monotonic, sleep=time.sleep):

@@ -13,18 +13,19 @@ The collection does not supervise processes itself. A service is either
   *template*: its image, mounts, shared memory and device nodes), host network, a restart policy. The container
   itself is created, recreated, started and removed by ``community.docker.docker_container``, which the modules'
   action plugins (``plugins/action/``, on the controller) run between two calls of the module: the module renders
-  the container's ``docker_container`` arguments and converts the old layout (step ``render``), then runs the
+  the container's ``docker_container`` arguments (step ``render``), then runs the
   health gate and reads ``docker logs`` of a failed start (step ``gate``). Here the backend only reads
   (``docker inspect``, ``docker ps``, ``docker logs``); a stop or removal it is asked for is handed back to the
   action plugin as a ``docker_container`` call (``container_ops``).
 
-``Engine.ensure()`` is the one decide / write / (re)start / health gate / fail-with-logs routine both modules use;
-each module keeps only its own argv and environment, health checks and documentation.
+``SystemdLifecycle`` and ``ContainerLifecycle`` are the one state machine per backend (check, plan, stop / apply /
+gate_running, gate, peers, fail_start) every service module runs through ``ensure``; each module keeps only its own
+argv and environment, health checks and documentation. The machines raise ServiceError (with the result fields a
+failed task still returns) and return the result: only a module's ``main()`` calls ``exit_json`` / ``fail_json``.
 
 The decision is a pure function (``decide``) of the wanted state, whether the written definition equals the wanted
 one, and the service's status, so it is unit-tested without systemd. ``render_unit`` and ``parse_show`` are pure
-too. ``legacy_*`` convert the layout of releases before the units (detached processes with pid files and
-``settings.json``): the old process is stopped only when its recorded start time and command line both match.
+too.
 
 Commands run as argv lists through ``run_command`` with ``LANG=C``. ``systemctl`` is called directly rather than
 through ``ansible.builtin.systemd_service``: a module cannot call another module, and the role-level alternative
@@ -43,14 +44,12 @@ import hashlib
 import json
 import os
 import re
-import signal
 import stat
 import time
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
-    cmdline_matches,
     parse_cmdline,
     stat_fields,
     tail_text,
@@ -70,8 +69,8 @@ ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
 
 class ServiceError(KvpoolError):
-    """A service operation failed; the message is meant for the operator (the guard of a module's ``main()``
-    fails the task with it)."""
+    """A service operation failed; the message is meant for the operator (a module's ``main()`` fails the task
+    with it, and with the result fields it carries)."""
 
 
 class ServiceSpec(object):
@@ -262,20 +261,18 @@ def _int(value):
         return 0
 
 
-def decide(state, same, status, stale=False):
+def decide(state, same, status):
     """(action, reason) for the wanted ``state`` (started, stopped, restarted).
 
-    ``same``: the written definition equals the wanted one; ``status``: from ``status_from_*``; ``stale``: a
-    process of the old layout (pid file) is to be converted. Actions: none, started, restarted, stopped, wait
-    (the definition is right and the service is up or coming back: only the health gate decides).
+    ``same``: the written definition equals the wanted one; ``status``: from ``status_from_*``. Actions: none,
+    started, restarted, stopped, wait (the definition is right and the service is up or coming back: only the
+    health gate decides).
     """
     alive = status['state'] in ALIVE_STATES
     if state == 'stopped':
-        if alive or status['exists'] or stale:
+        if alive or status['exists']:
             return 'stopped', ('running (%s)' % status['detail']) if alive else 'defined, not running'
         return 'none', 'not running'
-    if stale:
-        return 'started', 'upgrade from the old layout (detached process with a pid file)'
     if not status['exists']:
         return 'started', 'never started here'
     if not same:
@@ -375,48 +372,6 @@ def service_devices(devices, npus):
     return kept
 
 
-# --- the old layout (pid file + settings.json) -------------------------------------------------------------------
-
-def legacy_match(recorded, stat_text, cmdline, btime, clk_tck=100):
-    """Whether a live process is the one an old release recorded: command line and start time both match.
-
-    ``recorded``: the old ``settings.json`` (``argv``, and ``starttime`` in clock ticks or ``started_at``, the epoch
-    just before the launch). Returns (match, why_not).
-    """
-    fields = stat_fields(stat_text)
-    if not fields or fields[0] in ('Z', 'X', 'x'):
-        return False, 'not running'
-    if not cmdline_matches(cmdline, recorded.get('argv') or []):
-        return False, 'its command line differs from the recorded one'
-    start_ticks = _int(fields[19]) if len(fields) > 19 else None
-    if recorded.get('starttime') is not None:
-        if start_ticks != _int(recorded['starttime']):
-            return False, 'its start time differs from the recorded one'
-        return True, ''
-    if recorded.get('started_at') is not None and start_ticks is not None and btime:
-        started = btime + start_ticks / float(clk_tck)
-        if not float(recorded['started_at']) - 2.0 <= started <= float(recorded['started_at']) + 30.0:
-            return False, 'its start time differs from the recorded one'
-        return True, ''
-    return False, 'no start time was recorded'
-
-
-def parse_btime(stat_text):
-    for line in (stat_text or '').splitlines():
-        if line.startswith('btime '):
-            return _int(line.split()[1])
-    return 0
-
-
-class Legacy(object):
-    """A process recorded by the old layout: ``settings_file`` (JSON) and ``pid_file``, plus other files to remove."""
-
-    def __init__(self, settings_file, pid_file, other_files=()):
-        self.settings_file = settings_file
-        self.pid_file = pid_file
-        self.other_files = list(other_files)
-
-
 # --- backends --------------------------------------------------------------------------------------------------------
 
 class _Backend(object):
@@ -433,20 +388,6 @@ class _Backend(object):
         if check and rc != 0:
             raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
         return rc, out, err
-
-    # The processes of the old layout (pid files), where the old release started them: this host's.
-    def proc_read(self, pid, name):
-        """/proc/<pid>/<name> (bytes), or None."""
-        return read_bytes('/proc/%d/%s' % (pid, name))
-
-    def boot_time(self):
-        return parse_btime(read_text('/proc/stat'))
-
-    def signal(self, pid, group, signum):
-        _signal(pid, group, signum)
-
-    def gone(self, pid, group):
-        return _gone(pid, group)
 
 
 class SystemdBackend(_Backend):
@@ -698,31 +639,6 @@ class DockerBackend(_Backend):
         rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
         return (out or '') + (err or '')
 
-    # The old layout in container mode: the old release ran the services with `docker exec` in the node's
-    # vllm-ascend container (the template), so their pids are of its pid namespace; read and signal them there.
-    def _exec(self, argv):
-        rc, out, dummy = self.run([self.docker, 'exec', self.template_name] + list(argv), check=False)
-        return rc, out
-
-    def proc_read(self, pid, name):
-        rc, out = self._exec(['cat', '/proc/%d/%s' % (pid, name)])
-        return out.encode('utf-8', 'surrogateescape') if rc == 0 and out else None
-
-    def boot_time(self):
-        rc, out = self._exec(['cat', '/proc/stat'])
-        return parse_btime(out if rc == 0 else '')
-
-    def signal(self, pid, group, signum):
-        name = signal.Signals(signum).name[3:]
-        self._exec(['kill', '-%s' % name, '--', '-%d' % group if group else '%d' % pid])
-
-    def gone(self, pid, group):
-        rc, dummy = self._exec(['kill', '-0', '--', '-%d' % group if group else '%d' % pid])
-        if rc != 0:
-            return True
-        fields = stat_fields((self.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace'))
-        return not fields or fields[0] in ('Z', 'X', 'x')
-
 
 def find_binary(module, name, dirs, container=None):
     """The executable of a service, or None: a path when it is executable; a bare name on the host's PATH and
@@ -796,365 +712,201 @@ def remove_file(path):
         raise ServiceError('cannot remove %s: %s' % (path, _validate.os_reason(exc, path))) from exc
 
 
-# --- the engine -------------------------------------------------------------------------------------------------------
+# --- the lifecycle: one state machine per backend -----------------------------------------------------------------
 
-class Engine(object):
-    """Decide, write, (re)start, gate and report one service; the modules call ``ensure`` and ``stop``."""
+DONE = 'done'
 
-    def __init__(self, module, backend, finish=None):
-        """``finish(result)``, when given, completes a successful result before the module exits with it (the
-        master module points ``pid`` at the real master behind the wheel's wrapper)."""
+
+def spec_for(params, result, unit, description, argv, **kwargs):
+    """The ServiceSpec of a service module's unit, with the options every service module shares (``stop_timeout``,
+    ``restart_limit_burst``, ``restart_limit_interval``) from its ``params``. A bad unit name raises ServiceError
+    carrying ``result``."""
+    try:
+        return ServiceSpec(unit, description, argv, stop_timeout=params['stop_timeout'],
+                           start_limit_burst=params['restart_limit_burst'],
+                           start_limit_interval=params['restart_limit_interval'], **kwargs)
+    except ServiceError as exc:
+        raise ServiceError(str(exc), result=result) from exc
+
+
+class Lifecycle(object):
+    """Decide, write, (re)start, gate and report one service: the states both backends share.
+
+    ``SystemdLifecycle`` and ``ContainerLifecycle`` are the two machines. ``ensure`` runs one from its first state
+    to ``done``; each state is a method ``state_<name>`` that returns the name of the next one:
+
+    ``check`` (the service manager, or the template container, is there) -> ``plan`` (the definition and
+    ``decide``) -> ``stop`` | ``apply`` | ``gate_running`` (a service found running with the same definition) ->
+    ``gate`` (after a start) -> ``peers`` (the cluster's checks) -> ``done``; ``unhealthy`` (running, not healthy
+    long after its start: restarted) and ``fail_start`` (the start failed: stopped, the log tail) on the way.
+
+    A success returns the result. A failure raises ServiceError carrying the fields a failed task still returns
+    (unit, logs hint, pid, log tail); nothing here exits the module: its ``main()`` does, with ``fail_json`` or
+    ``exit_json``.
+    """
+
+    def __init__(self, module, backend, what='service', finish=None, ready_timeout=60.0, poll_interval=0.2,
+                 log_lines=40, wait=True, step=None):
+        """``finish(result)``, when given, completes a successful result (the master module points ``pid`` at the
+        real master behind the wheel's wrapper). ``what`` names the service in messages. ``wait=False`` returns
+        right after a (re)start, or after one poll of a running service. ``step``: container mode's
+        (``render``, ``gate``)."""
         self.module = module
         self.backend = backend
+        self.what = what
         self.finish = finish
+        self.ready_timeout = ready_timeout
+        self.poll_interval = poll_interval
+        self.log_lines = log_lines
+        self.wait = wait
+        self.step = step
 
-    def _exit(self, result):
-        if self.finish is not None:
-            self.finish(result)
-        self.module.exit_json(**result)
-
-    # -- the old layout ----------------------------------------------------------------------------------------
-    def legacy(self, record):
-        """(pid, matches, why, recorded) of a process of the old layout; pid None when none is recorded alive."""
-        if record is None:
-            return None, False, '', None
-        raw = read_text(record.settings_file)
-        recorded = None
-        if raw:
-            try:
-                recorded = json.loads(raw)
-            except ValueError:
-                recorded = None
-            if not isinstance(recorded, dict):
-                recorded = None  # not a record of the old release (JSON of another kind): not read, not removed
-        pid = _int((recorded or {}).get('pid')) or _int((read_text(record.pid_file) or '').strip().partition('\n')[0])
-        if not pid and recorded is None and read_text(record.pid_file) is None:
-            return None, False, '', None
-        if not pid:
-            return None, False, 'stale files', recorded
-        be = self.backend
-        stat = (be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')
-        if not stat or (stat_fields(stat) or ['Z'])[0] in ('Z', 'X', 'x'):
-            return None, False, 'stale files', recorded
-        cmdline = parse_cmdline(be.proc_read(pid, 'cmdline'))
-        ok, why = legacy_match(recorded or {}, stat, cmdline, be.boot_time(),
-                               os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100)
-        return pid, ok, why, recorded
-
-    def convert_legacy(self, record, pid, stop_timeout, interval):
-        """Stop the old process (its session's process group, as the old release did) and remove its files.
-
-        The files' directory is checked first: when they cannot be removed (a read-only filesystem, no permission)
-        this raises ServiceError naming them before any signal, so the old process keeps running instead of being
-        stopped and then found again, unconverted, by every later run."""
-        files = [f for f in [record.pid_file, record.settings_file] + record.other_files if os.path.lexists(f)]
-        for path in files:
-            folder = os.path.dirname(path) or '.'
-            try:
-                readonly = bool(os.statvfs(folder).f_flag & getattr(os, 'ST_RDONLY', 1))
-            except OSError:
-                readonly = False
-            if readonly or not os.access(folder, os.W_OK | os.X_OK):
-                code = errno.EROFS if readonly else errno.EACCES
-                raise ServiceError('the old layout\'s %s cannot be removed: %s; it was left alone, and so was its '
-                                   'process. Fix that, or stop the old process and remove its files yourself, then '
-                                   'run again.' % (path, _validate.os_reason(OSError(code, ''), path)))
-        if pid:
-            be = self.backend
-            fields = stat_fields((be.proc_read(pid, 'stat') or b'').decode('utf-8', 'replace')) or []
-            group = pid if len(fields) > 2 and _int(fields[2]) == pid else None
-            be.signal(pid, group, signal.SIGTERM)
-            be.signal(pid, group, signal.SIGCONT)
-            res = wait_until([('exited', lambda: be.gone(pid, group))], stop_timeout, interval)
-            if not res['ready']:
-                be.signal(pid, group, signal.SIGKILL)
-                wait_until([('exited', lambda: be.gone(pid, group))], 5.0, interval)
-        for path in [record.pid_file, record.settings_file] + record.other_files:
-            remove_file(path)
-
-    def stop_other(self, spec, legacy, interval, what='service'):
+    def stop_other(self, spec):
         """Stop (and remove) a service that is no longer wanted; True when there was something to stop.
 
-        Never exits the module; raises ServiceError when an old-layout process does not match its record.
-        """
+        A unit file left by a failed start (nothing runs) is removed without counting as a stop."""
         status = self.backend.status(spec)
-        pid, ok, why, recorded = self.legacy(legacy)
-        if pid and not ok:
-            raise ServiceError('the old layout records pid %d in %s, but %s; it was left alone. Stop that process '
-                               'yourself if it is the old %s, then remove %s.'
-                               % (pid, legacy.settings_file, why, what, legacy.settings_file))
-        if not (status['state'] in ALIVE_STATES or pid):
-            # Nothing runs: a unit file left by a failed start, or the files of a dead old-layout process, are
-            # removed without counting as a stop.
-            if not self.module.check_mode:
-                if status['exists']:
-                    self.backend.stop(spec)
-                if recorded is not None:
-                    self.convert_legacy(legacy, None, spec.stop_timeout, interval)
-            return False
-        if not self.module.check_mode:
+        alive = status['state'] in ALIVE_STATES
+        if not self.module.check_mode and (alive or status['exists']):
             self.backend.stop(spec)
-            if legacy is not None and (pid or recorded is not None):
-                self.convert_legacy(legacy, pid, spec.stop_timeout, interval)
-        return True
+        return alive
 
-    # -- the lifecycle ------------------------------------------------------------------------------------------
-    def ensure(self, spec, state, result, gate, wait=True, ready_timeout=60.0, poll_interval=0.2, log_lines=40,
-               explain=None, legacy=None, what='service', port_taken=None, step=None, peer_gate=None):
-        """Bring ``spec`` to ``state``; exits the module (exit_json / fail_json) with ``result`` filled in.
+    def ensure(self, spec, state, result, gate, explain=None, port_taken=None, peer_gate=None):
+        """Bring ``spec`` to ``state`` (started, stopped, restarted); returns ``result`` filled in, or raises
+        ServiceError.
 
         ``gate()`` returns the named health checks (list of (name, callable)); ``explain(log_text)`` the short
-        error a failed start adds to its message. ``wait=False`` returns right after a (re)start, or after one
-        poll of a running service.
+        error a failed start adds to its message; ``port_taken()`` whether another process holds the service's
+        port.
 
         ``peer_gate()`` returns the checks of the cluster the service belongs to (an etcd member's peers, the HA
         masters' election), polled once its own gate passed, for ``ready_timeout`` of their own. Their failure fails
         the task naming them, but never restarts or stops this service: a member restarted because another one is
         down would cost the cluster its quorum.
-
-        A service container is done in two steps around the action plugin's ``docker_container`` call: ``step``
-        ``render`` (the definition, the old layout's conversion) and ``gate`` (the health gate, the logs of a failed
-        start).
         """
-        module, be = self.module, self.backend
-        if getattr(be, 'kind', '') == 'docker':
-            result['container_ops'] = be.ops  # filled by be.stop(); the action plugin runs them, even on a failure
-            if step == 'gate':
-                self._container_gate(spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain,
-                                     what, peer_gate)
-            elif step == 'render':
-                self._container_render(spec, state, result, legacy, what, port_taken, poll_interval)
-            module.fail_json(msg='%s: container mode runs through the action plugin of the module (community.docker.'
-                                 'docker_container does the container); call the module as a task, not directly'
-                                 % what, **result)
-        plan = self._plan(spec, state, result, legacy, what, poll_interval)
-        text, secret, old_secret, status = plan['text'], plan['secret'], plan['old_secret'], plan['status']
-        old_text, pid, stale, action, before = plan['old_text'], plan['pid'], plan['stale'], plan['action'], \
-            plan['before']
+        self.spec, self.state, self.result = spec, state, result
+        self.checks, self.explain, self.port_taken, self.peer_gate = gate, explain, port_taken, peer_gate
+        self.plan, self.status, self.res, self.stop_failed = {}, None, None, False
+        current = self.first_state()
+        while current != DONE:
+            current = getattr(self, 'state_' + current)()
+        if self.finish is not None:
+            self.finish(result)
+        return result
 
-        if action == 'none':
-            self._exit(result)
-        if action == 'stopped':
-            result.update(changed=True, diff=dict(before=before, after=''))
-            if not module.check_mode:
-                try:
-                    be.stop(spec)
-                    if stale:
-                        self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-                except (KvpoolError, IOError, OSError) as exc:
-                    module.fail_json(msg='could not stop %s: %s' % (what, exc), **result)
-                result.update(state='stopped', pid=None)
-            self._exit(result)
+    def error(self, msg):
+        """The ServiceError of a failure, with the result so far."""
+        return ServiceError(msg, result=self.result)
 
-        if action == 'wait':
-            res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout,
-                                                       poll_interval, peer_gate=peer_gate, explain=explain, what=what)
-            if res['died'] or started_recently:
-                # A start of this or an earlier task that did not become healthy: a failed start, not restarted.
-                self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
-            action, reason = 'restarted', 'running but not healthy (%s)' % ', '.join(res['pending'])
-            result.update(action=action, reason=reason)
-
-        result.update(changed=True, diff=dict(before=before, after=text + masked_secrets(secret, old_secret)))
-        if module.check_mode:
-            result['health'] = 'unknown'
-            self._exit(result)
-        try:
-            if stale:
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-            if port_taken is not None and status['state'] not in ALIVE_STATES and port_taken():
-                module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
-                                     'process (one started by hand?) or choose another port.'
-                                     % (what, spec.port, be.where(spec)), **result)
-            be.apply(spec, text, secret, old_text, old_secret, restart=status['state'] in ALIVE_STATES)
-        except (KvpoolError, IOError, OSError) as exc:
-            module.fail_json(msg='could not start %s (%s): %s' % (what, be.where(spec), exc), **result)
-        started = time.monotonic()
-        now = be.status(spec)
-        result.update(state='running', pid=now['pid'], health='starting')
-        if not wait:
-            self._exit(result)
-        res = self._gate(spec, gate, ready_timeout, poll_interval)
-        result['ready_seconds'] = round(time.monotonic() - started, 3)
-        if not res['ready']:
-            self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
-        result.update(health='healthy', pid=be.status(spec)['pid'])
-        self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
-        self._exit(result)
-
-    def _peers(self, peer_gate, result, ready_timeout, poll_interval, explain, what):
-        """The checks of the service's peers, after its own gate passed (see ``ensure``): returns when they pass,
-        fails the task naming them otherwise; the service itself is left running."""
-        if peer_gate is None or self.module.check_mode:
-            return
-        res = wait_until(peer_gate(), ready_timeout, poll_interval)
-        if res['ready']:
-            return
-        error = explain('') if explain else ''
-        result.update(peers='not ready')
-        self.module.fail_json(msg='%s is healthy itself, but its cluster is not %.0f s later (waiting for: %s)%s. It '
-                                  'was left running (not restarted for its peers).'
-                                  % (what, ready_timeout, ', '.join(res['pending']),
-                                     (' (error: %s)' % error) if error else ''), **result)
-
-    def _plan(self, spec, state, result, legacy, what, poll_interval):
-        """What both modes share before acting: the backend's check, the definition, the old layout, the decision.
-
-        Exits the module when the backend is missing (nothing to stop; check mode: would start; else fails) and
-        when an old-layout process does not match its record; removes the files of a dead old-layout process.
-        """
-        module, be = self.module, self.backend
+    # -- the states both machines share -------------------------------------------------------------------------
+    def state_check(self):
+        """The service manager (or the template container) is there. Where it is missing nothing can run: stopped
+        is done; check mode says it would start (an earlier task, not run in check mode, would have made it)."""
+        be, result = self.backend, self.result
         try:
             be.check()
         except ServiceError as exc:
-            if state == 'stopped':  # nothing can run where the service manager (or the template) is missing
+            if self.state == 'stopped':
                 if be.kind == 'docker':
-                    be.stop(spec)  # a service container left without its template is still removed
+                    be.stop(self.spec)  # a service container left without its template is still removed
                 result.update(action='none', reason=str(exc), state='stopped', pid=None)
-                self._exit(result)
-            if module.check_mode:  # an earlier task (not run in check mode) would have created the template
+                return DONE
+            if self.module.check_mode:
                 result.update(changed=True, action='started', reason=str(exc), state='stopped', pid=None,
                               health='unknown')
-                self._exit(result)
-            module.fail_json(msg='%s: %s' % (what, exc), **result)
-        text, secret = be.render(spec) if state != 'stopped' else (None, None)
+                return DONE
+            raise self.error('%s: %s' % (self.what, exc)) from exc
+        return 'plan'
+
+    def state_plan(self):
+        """The wanted definition against the written one and the service's status: ``decide``."""
+        be, spec, result = self.backend, self.spec, self.result
+        text, secret = be.render(spec) if self.state != 'stopped' else (None, None)
         old_text, old_secret, status = be.current(spec)
-        pid, matches, why, recorded = self.legacy(legacy)
-        if pid and not matches:
-            module.fail_json(msg='%s: the old layout records pid %d in %s, but %s; it was left alone (the '
-                                 'collection never signals a process it did not start). Stop that process yourself '
-                                 'if it is the old %s, then remove %s and %s, and run again.'
-                                 % (what, pid, legacy.settings_file, why, what, legacy.pid_file,
-                                    legacy.settings_file), legacy_pid=pid, **result)
-        if (recorded is not None or why == 'stale files') and not pid and not module.check_mode:
-            try:
-                self.convert_legacy(legacy, None, spec.stop_timeout, poll_interval)  # files of a dead old process
-            except KvpoolError as exc:
-                module.fail_json(msg='%s: %s' % (what, exc), **result)
-        stale = bool(pid)
         same = old_text == text and (old_secret or None) == (secret or None)
-        action, reason = decide(state, same, status, stale=stale)
-        if stale:
-            reason = 'upgrade from the old layout (pid %d, %s)' % (pid, legacy.pid_file)
+        action, reason = decide(self.state, same, status)
         alive = status['state'] in ALIVE_STATES
         result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec),
                       fingerprint=fingerprint(text, secret) if text else '',
                       action='none' if action == 'wait' else action, reason=reason,
                       pid=status['pid'] if alive else None, state='running' if alive else 'stopped')
         before = (old_text or '') + masked_secrets(old_secret, secret) if (status['exists'] or old_text) else ''
-        if stale and recorded and not old_text:
-            before = '# old layout: %s\n' % legacy.settings_file + ''.join(
-                '#   %s\n' % a for a in (recorded.get('argv') or []))
-        return dict(text=text, secret=secret, old_text=old_text, old_secret=old_secret, status=status, pid=pid,
-                    stale=stale, same=same, action=action, alive=alive, before=before)
+        self.status = status
+        self.plan = dict(text=text, secret=secret, old_text=old_text, old_secret=old_secret, same=same,
+                         action=action, alive=alive, before=before)
+        return self.route(action)
 
-    # -- container mode: the two module steps around the action plugin's docker_container ----------------------
-    def _container_render(self, spec, state, result, legacy, what, port_taken, poll_interval):
-        """Step ``render``: decide, convert the old layout, and return the docker_container arguments.
+    def route(self, action):
+        """The state after ``plan`` for ``decide``'s action."""
+        raise NotImplementedError
 
-        ``changed`` here is only this step's own change (the old layout's conversion); docker_container reports
-        the container's. ``action`` and ``reason`` are what the definition alone predicts.
+    def port_check(self):
+        """Fail when another process (one started by hand?) holds the port of a service that is not running."""
+        if self.port_taken is not None and self.status['state'] not in ALIVE_STATES and self.port_taken():
+            raise self.error('%s: port %s already accepts connections, but %s is not running. Stop the other '
+                             'process (one started by hand?) or choose another port.'
+                             % (self.what, self.spec.port, self.backend.where(self.spec)))
+
+    def state_gate_running(self):
+        """The health gate of a service found running: ``peers`` when it is healthy, ``fail_start`` when a recent
+        start (of this or an earlier task) did not become healthy, ``unhealthy`` otherwise.
+
+        ``wait=False`` polls once and is done (``health`` healthy or unknown). Otherwise it waits until
+        ``ready_timeout`` after the service's start when that was recent, else ``ready_timeout`` from now.
         """
-        module, be = self.module, self.backend
-        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec))
-        plan = self._plan(spec, state, result, legacy, what, poll_interval)
-        text, secret, old_secret, pid, stale, same, alive, before = (
-            plan['text'], plan['secret'], plan['old_secret'], plan['pid'], plan['stale'], plan['same'],
-            plan['alive'], plan['before'])
-        action = plan['action']
-        if stale:
-            result['changed'] = True  # the conversion is this step's change; the rest is docker_container's
-        if state == 'stopped':
-            if action == 'stopped':
-                result['diff'] = dict(before=before, after='')
-            if stale and not module.check_mode:
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-            be.stop(spec)
-            self._exit(result)
-        if not module.check_mode:
-            if stale:  # first: the old process holds the port
-                self.convert_legacy(legacy, pid, spec.stop_timeout, poll_interval)
-            if port_taken is not None and not alive and port_taken():
-                module.fail_json(msg='%s: port %s already accepts connections, but %s is not running. Stop the other '
-                                     'process (one started by hand?) or choose another port.'
-                                     % (what, spec.port, be.where(spec)), **result)
-        if not same or stale:
-            result['diff'] = dict(before=before, after=text + masked_secrets(secret, old_secret))
-        definition, secret_names = be.definition(spec, text)
-        if state == 'restarted':
-            definition['restart'] = True
-        result.update(container_definition=definition, container_secret_env=secret_names)
-        self._exit(result)
-
-    def _container_gate(self, spec, result, gate, wait, ready_timeout, poll_interval, log_lines, explain, what,
-                        peer_gate=None):
-        """Step ``gate``, after docker_container: the health gate; a failed start fails with the docker logs tail.
-
-        A container running but unhealthy that was not started within ``ready_timeout`` is to be restarted: the
-        result says so (``container_restart``) and the action plugin restarts it and runs this step again.
-        """
-        module, be = self.module, self.backend
-        status = be.status(spec)
-        alive = status['state'] in ALIVE_STATES
-        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec), pid=status['pid'] if alive else None,
-                      state='running' if alive else 'stopped')
-        if not status['exists']:
-            if module.check_mode:  # docker_container would have created it
-                result['health'] = 'unknown'
-                self._exit(result)
-            module.fail_json(msg='%s: %s does not exist after community.docker.docker_container ran'
-                                 % (what, be.where(spec)), **result)
-        if not alive:
-            # Exited, and docker's restart policy gave up (or the process exited 0): a failed start.
-            self._fail_start(spec, {'died': True, 'pending': [], 'ready': False}, ready_timeout, result, log_lines,
-                             explain, what, stop=False)
-        res, started_recently = self._gate_running(spec, status, result, gate, wait, ready_timeout, poll_interval,
-                                                   refresh_pid=True, peer_gate=peer_gate, explain=explain, what=what)
-        if res['died'] or started_recently:
-            self._fail_start(spec, res, ready_timeout, result, log_lines, explain, what, stop=not res['died'])
-        result.update(changed=True, action='restarted', health='unknown', container_restart=True,
-                      reason='running but not healthy (%s)' % ', '.join(res['pending']))
-        self._exit(result)
-
-    def _gate_running(self, spec, status, result, gate, wait, ready_timeout, poll_interval, refresh_pid=False,
-                      peer_gate=None, explain=None, what='service'):
-        """The health gate of a service found running (both modes): exits the module when it is healthy.
-
-        ``wait=False`` polls once and exits (``health`` healthy or unknown). Otherwise it waits until
-        ``ready_timeout`` after the service's start when that was recent, else ``ready_timeout`` from now. Returns
-        ``(res, started_recently)`` of a gate that did not pass, for the caller to fail or restart.
-        """
+        status, result = self.status, self.result
         if status['state'] == 'restarting':
             # systemd is about to start it again (Restart=, after RestartSec): its start is now, not the start of the
             # process that died, which may lie almost ready_timeout ago and leave the new one no time at all.
             status = dict(status, started_mono=time.monotonic())
         started_recently = bool(status.get('started_mono')) and \
-            time.monotonic() - status['started_mono'] < ready_timeout
-        if not wait:
-            res = wait_until(gate(), 0, poll_interval)
+            time.monotonic() - status['started_mono'] < self.ready_timeout
+        if not self.wait:
+            res = wait_until(self.checks(), 0, self.poll_interval)
             result['health'] = 'healthy' if res['ready'] else 'unknown'
             if res['ready']:
                 result['ready_seconds'] = res['elapsed']
-            self._exit(result)
-        deadline = status['started_mono'] + ready_timeout if started_recently else time.monotonic() + ready_timeout
-        res = self._gate(spec, gate, max(poll_interval, deadline - time.monotonic()), poll_interval)
+            return DONE
+        if started_recently:
+            deadline = status['started_mono'] + self.ready_timeout
+        else:
+            deadline = time.monotonic() + self.ready_timeout
+        res = self._gate(max(self.poll_interval, deadline - time.monotonic()))
         if res['ready']:
             result.update(health='healthy', ready_seconds=round(time.monotonic() - status['started_mono'], 3)
                           if started_recently else res['elapsed'])
-            if refresh_pid:
-                result['pid'] = self.backend.status(spec)['pid']
-            self._peers(peer_gate, result, ready_timeout, poll_interval, explain, what)
-            self._exit(result)
-        return res, started_recently
+            if self.REFRESH_PID:
+                result['pid'] = self.backend.status(self.spec)['pid']
+            return 'peers'
+        self.res = res
+        if res['died'] or started_recently:
+            # A start of this or an earlier task that did not become healthy: a failed start, not restarted.
+            self.stop_failed = not res['died']
+            return 'fail_start'
+        return 'unhealthy'
 
-    def _gate(self, spec, gate, timeout, interval):
-        def alive():
-            return self.backend.status(spec)['state'] in ALIVE_STATES
-        return wait_until(gate(), timeout, interval, alive=alive)
+    REFRESH_PID = False  # whether a service found healthy reports its pid read again after the gate
 
-    def _fail_start(self, spec, res, ready_timeout, result, log_lines, explain, what, stop):
-        be = self.backend
+    def state_peers(self):
+        """The checks of the service's peers, after its own gate passed: done when they pass, a failure naming them
+        otherwise; the service itself is left running."""
+        if self.peer_gate is None or self.module.check_mode:
+            return DONE
+        res = wait_until(self.peer_gate(), self.ready_timeout, self.poll_interval)
+        if res['ready']:
+            return DONE
+        error = self.explain('') if self.explain else ''
+        self.result.update(peers='not ready')
+        raise self.error('%s is healthy itself, but its cluster is not %.0f s later (waiting for: %s)%s. It was left '
+                         'running (not restarted for its peers).'
+                         % (self.what, self.ready_timeout, ', '.join(res['pending']),
+                            (' (error: %s)' % error) if error else ''))
+
+    def state_fail_start(self):
+        """A start that failed: the service stopped when it still runs unhealthy, the log tail, the error raised."""
+        be, spec, res, result = self.backend, self.spec, self.res, self.result
         status = be.status(spec)
+        stop = self.stop_failed
         if res['died'] or status['state'] not in ALIVE_STATES:
             if status['restarts']:
                 why = ('exited after its start; it was restarted %d time(s) and then left %s (restart limit: %d '
@@ -1165,8 +917,8 @@ class Engine(object):
             stop = False
         else:
             why = 'was not healthy %.0f s after its start (waiting for: %s)' % (
-                ready_timeout, ', '.join(res['pending']))
-        logs = be.logs(spec, log_lines)
+                self.ready_timeout, ', '.join(res['pending']))
+        logs = be.logs(spec, self.log_lines)
         if stop:
             try:
                 be.stop(spec, remove=False)
@@ -1175,12 +927,160 @@ class Engine(object):
                 pass
         else:
             result.update(state='stopped', pid=None)
-        error = explain(logs) if explain else ''
-        tail = tail_text(logs, log_lines)
+        error = self.explain(logs) if self.explain else ''
+        tail = tail_text(logs, self.log_lines)
         result.update(health='unhealthy', reason='failed start', log_tail=tail)
-        self.module.fail_json(msg='%s (%s) %s%s. Last lines of `%s -n %d`:\n%s'
-                                  % (what, be.where(spec), why, (' (error: %s)' % error) if error else '',
-                                     be.logs_hint(spec), log_lines, tail), **result)
+        raise self.error('%s (%s) %s%s. Last lines of `%s -n %d`:\n%s'
+                         % (self.what, be.where(spec), why, (' (error: %s)' % error) if error else '',
+                            be.logs_hint(spec), self.log_lines, tail))
+
+    def _gate(self, timeout):
+        def alive():
+            return self.backend.status(self.spec)['state'] in ALIVE_STATES
+        return wait_until(self.checks(), timeout, self.poll_interval, alive=alive)
+
+
+class SystemdLifecycle(Lifecycle):
+    """The machine of a systemd unit: every state acts on the host (unit file, ``systemctl``, the journal)."""
+
+    def first_state(self):
+        return 'check'
+
+    def route(self, action):
+        return {'none': DONE, 'stopped': 'stop', 'wait': 'gate_running'}.get(action, 'apply')
+
+    def state_stop(self):
+        """Stop the unit and remove its files."""
+        result = self.result
+        result.update(changed=True, diff=dict(before=self.plan['before'], after=''))
+        if not self.module.check_mode:
+            try:
+                self.backend.stop(self.spec)
+            except (KvpoolError, IOError, OSError) as exc:
+                raise self.error('could not stop %s: %s' % (self.what, exc)) from exc
+            result.update(state='stopped', pid=None)
+        return DONE
+
+    def state_unhealthy(self):
+        """Running with the same definition, not healthy long after its start: restarted."""
+        self.result.update(action='restarted', reason='running but not healthy (%s)' % ', '.join(self.res['pending']))
+        return 'apply'
+
+    def state_apply(self):
+        """Write the unit (and the secret file), then start or restart it; ``gate`` unless ``wait`` is off."""
+        be, spec, plan, result = self.backend, self.spec, self.plan, self.result
+        result.update(changed=True, diff=dict(before=plan['before'],
+                                              after=plan['text'] + masked_secrets(plan['secret'], plan['old_secret'])))
+        if self.module.check_mode:
+            result['health'] = 'unknown'
+            return DONE
+        self.port_check()
+        try:
+            be.apply(spec, plan['text'], plan['secret'], plan['old_text'], plan['old_secret'],
+                     restart=self.status['state'] in ALIVE_STATES)
+        except (KvpoolError, IOError, OSError) as exc:
+            raise self.error('could not start %s (%s): %s' % (self.what, be.where(spec), exc)) from exc
+        self.started = time.monotonic()
+        result.update(state='running', pid=be.status(spec)['pid'], health='starting')
+        return 'gate' if self.wait else DONE
+
+    def state_gate(self):
+        """The health gate after a (re)start: ``peers`` when it passes, ``fail_start`` otherwise."""
+        res = self._gate(self.ready_timeout)
+        self.result['ready_seconds'] = round(time.monotonic() - self.started, 3)
+        if not res['ready']:
+            self.res, self.stop_failed = res, not res['died']
+            return 'fail_start'
+        self.result.update(health='healthy', pid=self.backend.status(self.spec)['pid'])
+        return 'peers'
+
+
+class ContainerLifecycle(Lifecycle):
+    """The machine of a service container, in two module steps around the action plugin's
+    ``community.docker.docker_container`` call (``plugin_utils/service_container.py``):
+
+    - step ``render``: ``check`` -> ``plan`` -> ``stop`` (the removal docker_container is asked for, in
+      ``container_ops``) | ``apply`` (the docker_container arguments, ``container_definition``). This step changes
+      nothing itself; ``action`` and ``reason`` are what the definition alone predicts.
+    - step ``gate``, after docker_container: ``inspect`` -> ``gate_running`` -> ``peers`` | ``fail_start`` (a
+      stop docker_container is asked for, and the ``docker logs`` tail) | ``unhealthy`` (running but unhealthy long
+      after its start: ``container_restart`` asks the action plugin to restart it and run this step again).
+    """
+
+    REFRESH_PID = True
+
+    def first_state(self):
+        # Filled by the backend's stop(); the action plugin runs them, even after a failure.
+        self.result['container_ops'] = self.backend.ops
+        return {'render': 'check', 'gate': 'inspect'}.get(self.step, 'refuse')
+
+    def state_refuse(self):
+        raise self.error('%s: container mode runs through the action plugin of the module (community.docker.'
+                         'docker_container does the container); call the module as a task, not directly' % self.what)
+
+    def state_check(self):
+        self.result.update(unit=self.backend.unit_id(self.spec), logs=self.backend.logs_hint(self.spec))
+        return super(ContainerLifecycle, self).state_check()
+
+    def route(self, action):
+        return 'stop' if self.state == 'stopped' else 'apply'
+
+    def state_stop(self):
+        """Ask docker_container to remove the container (when there is one)."""
+        if self.plan['action'] == 'stopped':
+            self.result['diff'] = dict(before=self.plan['before'], after='')
+        self.backend.stop(self.spec)
+        return DONE
+
+    def state_apply(self):
+        """The docker_container arguments of the container (``restart`` for state=restarted)."""
+        plan, result = self.plan, self.result
+        if not self.module.check_mode:
+            self.port_check()
+        if not plan['same']:
+            result['diff'] = dict(before=plan['before'], after=plan['text'] + masked_secrets(plan['secret'],
+                                                                                             plan['old_secret']))
+        definition, secret_names = self.backend.definition(self.spec, plan['text'])
+        if self.state == 'restarted':
+            definition['restart'] = True
+        result.update(container_definition=definition, container_secret_env=secret_names)
+        return DONE
+
+    def state_inspect(self):
+        """The container docker_container left: ``gate_running`` when it runs, ``fail_start`` when it exited."""
+        be, spec, result = self.backend, self.spec, self.result
+        status = be.status(spec)
+        alive = status['state'] in ALIVE_STATES
+        result.update(unit=be.unit_id(spec), logs=be.logs_hint(spec), pid=status['pid'] if alive else None,
+                      state='running' if alive else 'stopped')
+        if not status['exists']:
+            if self.module.check_mode:  # docker_container would have created it
+                result['health'] = 'unknown'
+                return DONE
+            raise self.error('%s: %s does not exist after community.docker.docker_container ran'
+                             % (self.what, be.where(spec)))
+        if not alive:
+            # Exited, and docker's restart policy gave up (or the process exited 0): a failed start.
+            self.res, self.stop_failed = {'died': True, 'pending': [], 'ready': False}, False
+            return 'fail_start'
+        self.status = status
+        return 'gate_running'
+
+    def state_unhealthy(self):
+        self.result.update(changed=True, action='restarted', health='unknown', container_restart=True,
+                           reason='running but not healthy (%s)' % ', '.join(self.res['pending']))
+        return DONE
+
+
+def lifecycle_for(module, backend, what, finish=None):
+    """The state machine of ``backend`` (a DockerBackend: the container's; else the systemd unit's), with the options
+    every service module shares read from its parameters: ``ready_timeout``, ``poll_interval``, ``log_lines``,
+    ``wait`` (default true) and ``container_step``."""
+    p = module.params
+    machine = ContainerLifecycle if getattr(backend, 'kind', '') == 'docker' else SystemdLifecycle
+    return machine(module, backend, what, finish=finish, ready_timeout=p['ready_timeout'],
+                   poll_interval=p['poll_interval'], log_lines=p['log_lines'], wait=p.get('wait', True),
+                   step=p.get('container_step'))
 
 
 def proc_children(pid):
@@ -1219,25 +1119,3 @@ def read_bytes(path, limit=16 << 20):
         return None
     finally:
         os.close(fd)
-
-
-def _signal(pid, group, signum):
-    try:
-        if group:
-            os.killpg(group, signum)
-        else:
-            os.kill(pid, signum)
-    except OSError:
-        pass
-
-
-def _gone(pid, group):
-    try:
-        if group:
-            os.killpg(group, 0)
-        else:
-            os.kill(pid, 0)
-    except OSError:
-        return True
-    fields = stat_fields(read_text('/proc/%d/stat' % pid)) if not group else None
-    return bool(fields) and fields[0] in ('Z', 'X', 'x')

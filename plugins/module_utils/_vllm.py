@@ -17,8 +17,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import stat_fields
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared
 
 NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
 ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
@@ -196,42 +195,10 @@ def parse_models(body):
     return [str(m.get('id')) for m in doc['data'] if isinstance(m, dict) and m.get('id') is not None]
 
 
-def probe_host(host):
-    """Where the health polls connect for a server bound to ``host`` (all addresses -> loopback)."""
-    if not host or host in ('0.0.0.0', '::', '[::]', '*'):
-        return '127.0.0.1'
-    return host
-
-
-# ``host:port`` of an endpoint (IPv6 in brackets): the collection's one rule, used by vllm_server and filter/vllm.py.
-format_host_port = _mooncake.format_host_port
-
-
-def managed_names(find_output, settings_name='settings.json'):
-    """Sorted instance names of ``find <state_dir>/ -mindepth 2 -maxdepth 2 -name settings.json`` output: the
-    directory holding each settings file, when it is a valid instance name (anything else there is not ours)."""
-    names = set()
-    for line in (find_output or '').splitlines():
-        parts = line.strip().rstrip('/').split('/')
-        if len(parts) >= 2 and parts[-1] == settings_name and NAME_RE.match(parts[-2]):
-            names.add(parts[-2])
-    return sorted(names)
-
-
-def stat_state(stat_text):
-    """The one-letter state (R, S, D, Z, ...) of a /proc/<pid>/stat line, or None."""
-    rest = stat_fields(stat_text)
-    return rest[0] if rest else None
-
-
-def stat_starttime(stat_text):
-    """Field 22 (starttime, clock ticks since boot) of a /proc/<pid>/stat line: with the pid, a process identity
-    that survives the process renaming itself (vLLM sets process titles), unlike the command line."""
-    rest = stat_fields(stat_text)
-    # rest[0] is field 3 (state), so field 22 is rest[19].
-    if not rest or len(rest) < 20 or not rest[19].isdigit():
-        return None
-    return int(rest[19])
+# Where the health polls connect (all addresses -> loopback), and ``host:port`` of an endpoint (IPv6 in brackets):
+# the collection's one rule each (module_utils/_shared.py), used by vllm_server and plugin_utils/vllm_plan.py.
+probe_host = _shared.probe_host
+format_host_port = _shared.format_host_port
 
 
 def log_errors(text, limit=5):

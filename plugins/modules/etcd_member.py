@@ -261,16 +261,16 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, probe_host
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     UNIT_DIR,
-    Engine,
     ServiceError,
-    ServiceSpec,
     backend_for,
     check_service_params,
+    lifecycle_for,
     read_text,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -353,7 +353,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _etcdctl(module, p, endpoints, *args):
@@ -374,22 +377,17 @@ def _run(module):
     if p['state'] != 'stopped':
         for path, what in ((p['binary'], 'binary'), (p['etcdctl'], 'etcdctl')):
             if not module.check_mode and not _is_executable(path):
-                module.fail_json(msg='%s not found at %s (%s). Install etcd (role ascend.kvpool.kvpool_etcd with '
-                                     'kvpool_etcd_install_method=package does: Debian/Ubuntu etcd-server and '
-                                     'etcd-client) or set %s to its path.' % (what, path, what, what), **result)
+                raise ServiceError('%s not found at %s (%s). Install etcd (role ascend.kvpool.kvpool_etcd with '
+                                   'kvpool_etcd_install_method=package does: Debian/Ubuntu etcd-server and '
+                                   'etcd-client) or set %s to its path.' % (what, path, what, what), result=result)
         state = 'new' if p['initial_cluster_state'] == 'auto' else p['initial_cluster_state']
         argv = _etcd.build_etcd_argv(p['binary'], dict(p, listen_localhost=True, initial_cluster_state=state),
                                      members)
         argv = _initial_flags(module, p, members, endpoints, argv, result)
     result['argv'] = argv
-    try:
-        spec = ServiceSpec(UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
-                           argv or ['/bin/true'], env=_validate.environment(p['env'], 'env'),
-                           owner='ascend.kvpool.etcd_member', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['client_port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
+                    argv or ['/bin/true'], env=_validate.environment(p['env'], 'env'),
+                    owner='ascend.kvpool.etcd_member', devices=[], port=p['client_port'])
     seen = {'problem': ''}
 
     def own_health():
@@ -434,11 +432,9 @@ def _run(module):
                  or ' C | ' in x or ' E | ' in x]
         return '; '.join([x for x in (seen['problem'], lines[-1].strip()[:300] if lines else '') if x])
 
-    engine = Engine(module, backend_for(module, None))
-    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain,
-                  what='etcd member %s' % p['name'], peer_gate=peer_gate,
-                  port_taken=lambda: tcp_open(probe_host(p['address']), p['client_port'], timeout=0.5))
+    return lifecycle_for(module, backend_for(module, None), 'etcd member %s' % p['name']).ensure(
+        spec, p['state'], result, gate, explain=explain, peer_gate=peer_gate,
+        port_taken=lambda: tcp_open(probe_host(p['address']), p['client_port'], timeout=0.5))
 
 
 def _initial_flags(module, p, members, endpoints, argv, result):
@@ -471,7 +467,7 @@ def _initial_flags(module, p, members, endpoints, argv, result):
                        '(etcdctl member update %s --peer-urls=%s) or remove it (%s)'
                        % (who, p['name'], member_id, own_peer, member_id, own_peer, remove),
         }[action]
-        module.fail_json(msg='etcd member %s: %s' % (p['name'], why), **result)
+        raise ServiceError('etcd member %s: %s' % (p['name'], why), result=result)
     if action == 'new':
         result['join'] = dict(action='new', reason='no other member answers: a static bootstrap with the group'
                               if listed is None else 'listed in the bootstrap of the group, not started yet')
@@ -506,13 +502,13 @@ def _check_own_peer_url(module, p, endpoints, own_peer, result):
     checked when no member answers."""
     mine = [m for m in _member_list(module, p, endpoints) or [] if m['name'] == p['name']]
     if mine and mine[0]['peer_urls'] and own_peer not in mine[0]['peer_urls']:
-        module.fail_json(msg='etcd member %s: the cluster lists it with the peer URL %s, but this run gives it %s '
-                             '(peer TLS, kvpool_etcd_address or kvpool_etcd_peer_port changed): restarted so, it would '
-                             'not reach its peers. Nothing was changed. Change the peer URL of one member at a time '
-                             '(ETCDCTL_API=3 etcdctl --endpoints=%s member update %s --peer-urls=%s, then run with the '
-                             'new settings for that host) or start a new cluster (docs/ha.md, TLS).'
-                             % (p['name'], ','.join(mine[0]['peer_urls']), own_peer, ','.join(endpoints),
-                                mine[0]['id'], own_peer), **result)
+        raise ServiceError('etcd member %s: the cluster lists it with the peer URL %s, but this run gives it %s '
+                           '(peer TLS, kvpool_etcd_address or kvpool_etcd_peer_port changed): restarted so, it would '
+                           'not reach its peers. Nothing was changed. Change the peer URL of one member at a time '
+                           '(ETCDCTL_API=3 etcdctl --endpoints=%s member update %s --peer-urls=%s, then run with the '
+                           'new settings for that host) or start a new cluster (docs/ha.md, TLS).'
+                           % (p['name'], ','.join(mine[0]['peer_urls']), own_peer, ','.join(endpoints),
+                              mine[0]['id'], own_peer), result=result)
 
 
 def _member_add(module, p, others, own_peer, result):
@@ -525,11 +521,12 @@ def _member_add(module, p, others, own_peer, result):
             try:
                 return _etcd.parse_member_add(out)
             except ValueError as exc:
-                module.fail_json(msg='etcd member %s: etcdctl member add answered %s' % (p['name'], exc), **result)
+                raise ServiceError('etcd member %s: etcdctl member add answered %s' % (p['name'], exc),
+                                   result=result) from exc
         if 'already exists' in (err or '') or time.monotonic() >= deadline:
-            module.fail_json(msg='etcd member %s: etcdctl --endpoints=%s member add %s --peer-urls=%s failed for '
-                                 '%.0f s: %s' % (p['name'], ','.join(others), p['name'], own_peer,
-                                                 p['ready_timeout'], (err or out).strip()[-300:]), **result)
+            raise ServiceError('etcd member %s: etcdctl --endpoints=%s member add %s --peer-urls=%s failed for '
+                               '%.0f s: %s' % (p['name'], ','.join(others), p['name'], own_peer,
+                                               p['ready_timeout'], (err or out).strip()[-300:]), result=result)
         time.sleep(max(0.2, p['poll_interval']))
 
 

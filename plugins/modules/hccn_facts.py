@@ -243,9 +243,10 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn_phys
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_one, run_parallel
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 
-MAX_DEVICE_ID = 15
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 TRANSIENT_POLL = 0.25
 HCCN_QUERIES = _hccn.QUERIES + _hccn_phys.QUERIES
@@ -423,43 +424,47 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     bad = [d for d in (p['devices'] or []) if d < 0 or d > MAX_DEVICE_ID]
     if bad:
-        module.fail_json(msg='devices: %s out of range 0-%d (hccn_tool -i takes the NPU physical id)'
-                         % (', '.join(str(b) for b in bad), MAX_DEVICE_ID))
+        raise KvpoolError('devices: %s out of range 0-%d (hccn_tool -i takes the NPU physical id)'
+                          % (', '.join(str(b) for b in bad), MAX_DEVICE_ID))
     if p['max_workers'] < 1:
-        module.fail_json(msg='max_workers must be at least 1, got %d' % p['max_workers'])
+        raise KvpoolError('max_workers must be at least 1, got %d' % p['max_workers'])
     if p['command_timeout'] < 1:
-        module.fail_json(msg='command_timeout must be at least 1 second, got %d (the bound of each hccn_tool and '
-                             'npu-smi call)' % p['command_timeout'])
+        raise KvpoolError('command_timeout must be at least 1 second, got %d (the bound of each hccn_tool and '
+                          'npu-smi call)' % p['command_timeout'])
     if p['busy_retries'] < 0 or p['transient_wait'] < 0:
-        module.fail_json(msg='busy_retries and transient_wait must be 0 or more, got %s and %s'
-                             % (p['busy_retries'], p['transient_wait']))
+        raise KvpoolError('busy_retries and transient_wait must be 0 or more, got %s and %s'
+                          % (p['busy_retries'], p['transient_wait']))
     if p['link_flap_threshold'] < 0:
-        module.fail_json(msg='link_flap_threshold must be 0 or more, got %d' % p['link_flap_threshold'])
+        raise KvpoolError('link_flap_threshold must be 0 or more, got %d' % p['link_flap_threshold'])
     groups = None
     if p['topology_groups'] is not None:
         groups = []
         for group in p['topology_groups']:
             try:
                 ids = sorted(set(int(n) for n in group))
-            except (TypeError, ValueError):
-                module.fail_json(msg='topology_groups: %r is not a list of NPU ids (0-%d)' % (group, MAX_DEVICE_ID))
+            except (TypeError, ValueError) as exc:
+                raise KvpoolError('topology_groups: %r is not a list of NPU ids (0-%d)'
+                                  % (group, MAX_DEVICE_ID)) from exc
             if any(n < 0 or n > MAX_DEVICE_ID for n in ids):
-                module.fail_json(msg='topology_groups: %r has ids out of range 0-%d' % (group, MAX_DEVICE_ID))
+                raise KvpoolError('topology_groups: %r has ids out of range 0-%d' % (group, MAX_DEVICE_ID))
             groups.append(ids)
 
     tool = p['hccn_tool_path'] or module.get_bin_path('hccn_tool', opt_dirs=HCCN_TOOL_DIRS)
     if not tool or not os.access(tool, os.X_OK):
-        module.fail_json(msg='hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '
-                             'driver tools or set hccn_tool_path' % ', '.join(HCCN_TOOL_DIRS),
-                         hccn_tool_path=p['hccn_tool_path'])
+        raise KvpoolError('hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '
+                          'driver tools or set hccn_tool_path' % ', '.join(HCCN_TOOL_DIRS),
+                          result=dict(hccn_tool_path=p['hccn_tool_path']))
 
     started = time.monotonic()
     node_findings = []
@@ -469,8 +474,8 @@ def _run(module):
     else:
         device_ids, node_findings = discover_devices(npu_smi, p['command_timeout'])
     if p['npu_health'] and not npu_smi:
-        module.fail_json(msg='npu_health needs npu-smi, which is not on this host (looked on PATH and in %s); '
-                             'set npu_smi_path or npu_health: false' % ', '.join(_npu_smi.SEARCH_DIRS))
+        raise KvpoolError('npu_health needs npu-smi, which is not on this host (looked on PATH and in %s); '
+                          'set npu_smi_path or npu_health: false' % ', '.join(_npu_smi.SEARCH_DIRS))
 
     checks = [c for c in QUERY_NAMES if c in p['checks']]
     argv_tail = dict(HCCN_QUERIES)
@@ -551,7 +556,7 @@ def _run(module):
         conf = read_hccn_conf(p['hccn_conf_path'], live)
         all_findings.extend(hccn_conf_findings(conf))
 
-    module.exit_json(
+    return dict(
         changed=False,
         device_ids=device_ids,
         devices=devices,

@@ -146,11 +146,11 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _hccn
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import run_parallel
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 
 
-MAX_DEVICE_ID = 15
 MAX_PKT = 65507  # the largest payload of one IPv4 datagram; hccn_tool's own limit may be lower
 
 
@@ -229,17 +229,20 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
-    check_params(p)  # a KvpoolError fails the task with its message (the guard)
+    check_params(p)  # a KvpoolError fails the task with its message (main())
     tool = p['hccn_tool_path'] or module.get_bin_path('hccn_tool', opt_dirs=HCCN_TOOL_DIRS)
     if not tool or not os.access(tool, os.X_OK):
-        module.fail_json(msg='hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '
-                             'driver tools or set hccn_tool_path' % ', '.join(HCCN_TOOL_DIRS))
+        raise KvpoolError('hccn_tool not found on this host (looked on PATH and in %s); install the Ascend '
+                          'driver tools or set hccn_tool_path' % ', '.join(HCCN_TOOL_DIRS))
 
     started = time.monotonic()
     targets = p['targets']
@@ -264,7 +267,7 @@ def _run(module):
             for f in [pool.submit(run_lane, idx) for idx in lanes.values()]:
                 f.result()
 
-    module.exit_json(
+    return dict(
         changed=False,
         results=results,
         failed_pairs=[r for r in results if not r['ok']],

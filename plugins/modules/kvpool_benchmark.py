@@ -294,6 +294,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+from ansible_collections.ascend.kvpool.plugins.module_utils import _prometheus
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
@@ -302,7 +303,7 @@ def scrape(metrics_urls, prefixes, timeout):
     out = {}
     for name, url in sorted((metrics_urls or {}).items()):
         text, error = _loadgen.get_text(url, timeout=timeout)
-        out[name] = {'url': url, 'samples': _loadgen.parse_prometheus(text, prefixes) if text is not None else None,
+        out[name] = {'url': url, 'samples': _prometheus.parse(text, prefixes) if text is not None else None,
                      'error': error}
     return out
 
@@ -401,13 +402,13 @@ def check_params(params):
 def run_aisbench(module, params, url, model, data):
     scheme, host, port, base = _loadgen.split_url(url)
     if scheme != 'http' or base:
-        module.fail_json(msg='tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
+        raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
     command = params['aisbench_command']
     exe = command if os.path.sep in command else module.get_bin_path(command)
     if not exe or not os.path.exists(exe):
-        module.fail_json(msg='tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
-                             'pip install ais_bench_benchmark) or set aisbench_command'
-                             % (command, socket.gethostname()))
+        raise KvpoolError('tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
+                          'pip install ais_bench_benchmark) or set aisbench_command'
+                          % (command, socket.gethostname()))
     work = params['aisbench_work_dir'] or tempfile.mkdtemp(prefix='kvpool-aisbench-')
     step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
@@ -435,10 +436,12 @@ def run_aisbench(module, params, url, model, data):
     try:
         results = _aisbench.read_results(outputs)
     except KvpoolError as exc:
-        module.fail_json(msg='ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc), aisbench=info)
+        raise KvpoolError('ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc),
+                          result=dict(aisbench=info)) from exc
     if rc != 0 or results is None:
-        module.fail_json(msg='ais_bench failed (rc %s)%s; see aisbench.output_tail'
-                         % (rc, '' if results else ', no performance results under %s' % outputs), aisbench=info)
+        raise KvpoolError('ais_bench failed (rc %s)%s; see aisbench.output_tail'
+                          % (rc, '' if results else ', no performance results under %s' % outputs),
+                          result=dict(aisbench=info))
     info.update(run_dir=results['run_dir'], csv=results['csv'], json=results['json'])
     return results['summary'], info
 
@@ -477,7 +480,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, run, module)
+    failed, result = _errors.outcome(module, run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def run(module):
@@ -491,7 +497,7 @@ def run(module):
                          % (params['num_requests'], params['api'], params['input_tokens'], params['dataset_seed'],
                             params['output_tokens'], params['concurrency'], url, params['tool'],
                             ', '.join(sorted(params['metrics_urls'])) or 'no /metrics'))
-        module.exit_json(**result)
+        return result
 
     timeout = max(1.0, params['request_timeout'])
     model = params['model']
@@ -499,9 +505,9 @@ def run(module):
         try:
             names = _loadgen.served_models(url, params['api_key'] or None, timeout=min(timeout, 30.0))
         except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg='cannot list the served models of %s: %s' % (url, exc), **result)
+            raise KvpoolError('cannot list the served models of %s: %s' % (url, exc), result=result) from exc
         if not names:
-            module.fail_json(msg='%s/v1/models lists no model; set model' % url, **result)
+            raise KvpoolError('%s/v1/models lists no model; set model' % url, result=result)
         model = names[0]
     result['model'] = model
 
@@ -510,7 +516,7 @@ def run(module):
         counter = _loadgen.tokenize_counter(url, model, params['api'], params['api_key'] or None,
                                             timeout=min(timeout, 60.0))
         if counter is None and params['tokenize'] == 'server':
-            module.fail_json(msg='tokenize=server but %s/tokenize does not answer' % url, **result)
+            raise KvpoolError('tokenize=server but %s/tokenize does not answer' % url, result=result)
     overhead = _loadgen.CHAT_OVERHEAD
     if params['tool'] == 'aisbench':
         # AISBench sends "Question: <prompt>\nAnswer: " (its custom qa template): fit that text to the length.
@@ -542,7 +548,7 @@ def run(module):
     result['summary'] = summary
     result['requests'] = requests if params['return_requests'] else []
     result['metrics'] = compare(before, after)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

@@ -234,7 +234,7 @@ def _run(module):
                   master_connect=reached)
     if module._diff:
         result['diff'] = dict(before=old_text or '', after=text, before_header=path, after_header=path)
-    module.exit_json(**result)
+    return result
 
 
 def main():
@@ -250,7 +250,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

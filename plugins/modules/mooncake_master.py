@@ -165,14 +165,6 @@ options:
         C(/usr/local/bin), C(/usr/local/python3*/bin) and C(/opt/*/bin).
     type: str
     default: mooncake_master
-  state_dir:
-    description:
-      - Directory of the layout before the units (C(mooncake_master.pid), C(settings.json)), looked at only to
-        convert a master started by an earlier release (see the notes). Nothing is written there any more.
-      - An absolute path, not a file nor below one, and never a system directory (C(/etc), C(/usr) and the like),
-        as given or through a symlink (the conversion removes the old files there).
-    type: path
-    default: /var/lib/ascend-kvpool/mooncake_master
   ready_timeout:
     description: Seconds to wait for the master to become ready (and for a running one to answer its health check).
     type: float
@@ -342,7 +334,7 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _shared, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     http_status,
@@ -351,15 +343,14 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     wrapper_child,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
-    Legacy,
     ServiceError,
-    ServiceSpec,
     backend_for,
     check_service_params,
     find_binary,
+    lifecycle_for,
     proc_children,
     read_bytes,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -367,9 +358,6 @@ BINARY_DIRS = list(_preflight.MASTER_BINARY_DIRS)
 UNIT = 'kvpool-mooncake-master'
 # The init a service container runs under (docker run --init: docker-init, a tini).
 CONTAINER_INITS = ('docker-init', 'tini', 'tini-static')
-# Files of the layout before the units (detached process + pid file): converted by the next run.
-LEGACY_PID = 'mooncake_master.pid'
-LEGACY_SETTINGS = 'settings.json'
 
 
 def _read(path):
@@ -418,8 +406,7 @@ def ha_peers(p):
 
 def check_params(module):
     """Everything the argument spec cannot say, in one place; returns the environment (null values as empty
-    strings). Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task
-    with it)."""
+    strings). Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
     for name in ('port', 'metrics_port'):
         _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
@@ -438,8 +425,6 @@ def check_params(module):
         raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
     check_service_params(p)
     env = _validate.environment(p['env'], 'env')
-    # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
-    _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/mooncake_master')
     return env
 
 
@@ -471,7 +456,6 @@ def main():
             binary=dict(type='str', default='mooncake_master'),
             container=dict(type='str'),
             container_step=dict(type='str', choices=['render', 'gate']),
-            state_dir=dict(type='path', default='/var/lib/ascend-kvpool/mooncake_master'),
             ready_timeout=dict(type='float', default=60),
             poll_interval=dict(type='float', default=0.1),
             stop_timeout=dict(type='float', default=10),
@@ -482,21 +466,24 @@ def main():
         required_if=[('enable_ha', True, ('etcd_endpoints', 'rpc_address'))],
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     env = check_params(module)
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
-    host = p['health_host'] or _mooncake.probe_host(p['rpc_address'])
-    metrics_host = p['health_host'] or _mooncake.probe_host(p['metrics_address'] or p['rpc_address'])
+    host = p['health_host'] or _shared.probe_host(p['rpc_address'])
+    metrics_host = p['health_host'] or _shared.probe_host(p['metrics_address'] or p['rpc_address'])
     endpoints = {
-        'rpc': _mooncake.format_host_port(host, p['port']),
-        'metrics': 'http://%s/metrics' % _mooncake.format_host_port(metrics_host, p['metrics_port']),
-        'health': 'http://%s%s' % (_mooncake.format_host_port(metrics_host, p['metrics_port']),
+        'rpc': _shared.format_host_port(host, p['port']),
+        'metrics': 'http://%s/metrics' % _shared.format_host_port(metrics_host, p['metrics_port']),
+        'health': 'http://%s%s' % (_shared.format_host_port(metrics_host, p['metrics_port']),
                                    p['health_path'] if p['health_path'].startswith('/') else '/' + p['health_path']),
     }
     result = dict(changed=False, endpoints=endpoints, ready_seconds=None, argv=[])
@@ -505,25 +492,16 @@ def _run(module):
     if p['state'] != 'stopped':
         binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
-            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
-                                 'ascend.kvpool.mooncake_install) or set binary to its path.'
-                                 % (p['binary'], ', '.join(BINARY_DIRS)), **result)
+            raise ServiceError('%s not found on the host (looked on PATH and in %s). Install Mooncake (role '
+                               'ascend.kvpool.mooncake_install) or set binary to its path.'
+                               % (p['binary'], ', '.join(BINARY_DIRS)), result=result)
         settings = _mooncake.master_settings(p)
         for _setting, warning in _mooncake.unsupported_settings(settings, p['mooncake_version']):
             module.warn(warning)
         argv = _mooncake.build_master_argv(binary, settings, p['extra_args'], p['mooncake_version'])
     result['argv'] = argv
-    try:
-        spec = ServiceSpec(UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
-                           env=env, owner='ascend.kvpool.mooncake_master', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
-    state_dir = p['state_dir'].rstrip('/') or '/'
-    # The old layout: pid file and settings.json in state_dir (in container mode the node's vllm-ascend container
-    # mounts the state directories at the same paths, and the recorded pid is of that container).
-    legacy = Legacy(os.path.join(state_dir, LEGACY_SETTINGS), os.path.join(state_dir, LEGACY_PID))
+    spec = spec_for(p, result, UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
+                    env=env, owner='ascend.kvpool.mooncake_master', devices=[], port=p['port'])
     last_health = {'body': None}
 
     peers = ha_peers(p) if p['enable_ha'] else []
@@ -558,13 +536,11 @@ def _run(module):
         # master whose admin server answers (0.3.12 on; a 0.3.9 standby answers nothing) names that one as leader.
         return [('one leader serving RPC, the other masters standby', ha_view)]
 
-    engine = Engine(module, backend_for(module, p['container']), finish=real_master)
-    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'],
-                  explain=explainer(None if p['enable_ha'] else p['port'], last_health), legacy=legacy,
-                  what='mooncake_master', peer_gate=peer_gate if p['enable_ha'] else None,
-                  port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)),
-                  step=p['container_step'])
+    lifecycle = lifecycle_for(module, backend_for(module, p['container']), 'mooncake_master', finish=real_master)
+    return lifecycle.ensure(spec, p['state'], result, gate,
+                            explain=explainer(None if p['enable_ha'] else p['port'], last_health),
+                            peer_gate=peer_gate if p['enable_ha'] else None,
+                            port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)))
 
 
 def real_master(result):

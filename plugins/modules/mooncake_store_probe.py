@@ -359,14 +359,15 @@ def load_config(module, path, who):
         raw = _validate.read_text_file(path)  # a FIFO or a device at the path is refused, never read: no hang
     except _validate.FileProblem as exc:
         if exc.missing:
-            module.fail_json(msg='%s: %s not found; write it first (role ascend.kvpool.mooncake_config)' % (who, path))
-        module.fail_json(msg='%s: config_path: %s' % (who, exc))
+            raise KvpoolError('%s: %s not found; write it first (role ascend.kvpool.mooncake_config)'
+                              % (who, path)) from exc
+        raise KvpoolError('%s: config_path: %s' % (who, exc)) from exc
     try:
         cfg = json.loads(raw)
     except ValueError as exc:
-        module.fail_json(msg='%s: %s is not valid JSON: %s' % (who, path, exc))
+        raise KvpoolError('%s: %s is not valid JSON: %s' % (who, path, exc)) from exc
     if not isinstance(cfg, dict) or not cfg.get('master_server_address'):
-        module.fail_json(msg='%s: %s has no master_server_address' % (who, path))
+        raise KvpoolError('%s: %s has no master_server_address' % (who, path))
     return cfg
 
 
@@ -377,7 +378,7 @@ def client_sizes(module, cfg, who):
             seg = _mooncake.parse_size(cfg.get('global_segment_size', 0))
             buf = _mooncake.parse_size(cfg.get('local_buffer_size', _mooncake.GIB))
         except ValueError as exc:
-            module.fail_json(msg='%s: %s: %s' % (who, p['config_path'], exc))
+            raise KvpoolError('%s: %s: %s' % (who, p['config_path'], exc)) from exc
         if p['mode'] == 'get':
             seg = 0
         return seg, max(buf, round_up_mib(p['size_bytes'] * 2))
@@ -389,15 +390,15 @@ def check_master(module, address, who):
     try:
         hp = _mooncake.parse_master_address(address)
     except ValueError as exc:
-        module.fail_json(msg='%s: %s' % (who, exc))
+        raise KvpoolError('%s: %s' % (who, exc)) from exc
     if hp is None:
         return
     if not tcp_open(hp[0], hp[1], timeout=module.params['master_connect_timeout']):
-        module.fail_json(msg='%s: cannot reach the Mooncake master at %s (no TCP connection within %s s). Is it '
-                             'running (role ascend.kvpool.mooncake_master), is master_server_address in %s right, '
-                             'and is the port open between the nodes?'
-                             % (who, address, module.params['master_connect_timeout'], module.params['config_path']),
-                         master_server_address=address)
+        raise KvpoolError('%s: cannot reach the Mooncake master at %s (no TCP connection within %s s). Is it '
+                          'running (role ascend.kvpool.mooncake_master), is master_server_address in %s right, '
+                          'and is the port open between the nodes?'
+                          % (who, address, module.params['master_connect_timeout'], module.params['config_path']),
+                          result=dict(master_server_address=address))
 
 
 def setup_hint(res):
@@ -430,7 +431,7 @@ def run_client(module, backend, unit, argv, result_path, who, what):
     try:
         backend.run_transient(unit, argv, limit, mounts=[p['state_dir']])
     except ServiceError as exc:
-        module.fail_json(msg='%s: could not start the %s: %s' % (who, what, exc))
+        raise KvpoolError('%s: could not start the %s: %s' % (who, what, exc)) from exc
     started = time.monotonic()
     wait = wait_until([('result', reported)], p['timeout'] + 5, p['poll_interval'],
                       alive=lambda: backend.transient_alive(unit))
@@ -457,18 +458,18 @@ def read(module, backend, python, args, base, address, who, result):
     remove_file(result_path)
     if res is None:
         why = ('timed out after %s s (its unit %s was stopped)' % (p['timeout'], unit)) if timed_out else 'exited'
-        module.fail_json(msg='%s: the store client %s before reading %s. Last lines:\n%s'
-                             % (who, why, p['key'], log), **result)
+        raise KvpoolError('%s: the store client %s before reading %s. Last lines:\n%s'
+                          % (who, why, p['key'], log), result=result)
     if not res.get('ok'):
-        module.fail_json(msg='%s (%s): could not read %s from the pool through master %s: %s%s. Last lines:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, res.get('error'), setup_hint(res), log),
-                         **result)
+        raise KvpoolError('%s (%s): could not read %s from the pool through master %s: %s%s. Last lines:\n%s'
+                          % (who, p['local_hostname'], p['key'], address, res.get('error'), setup_hint(res), log),
+                          result=result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
-        module.fail_json(msg='%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
-                             % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
-                                p['expected_sha256']), **result)
-    module.exit_json(**result)
+        raise KvpoolError('%s (%s): read %s (%d bytes) but its sha256 %s differs from the writer\'s %s'
+                          % (who, p['local_hostname'], p['key'], res['size'], res['sha256'],
+                             p['expected_sha256']), result=result)
+    return result
 
 
 # The probe object only has to prove that a put on one node and a get on another cross the pool; 1 MiB (the
@@ -481,7 +482,7 @@ SHA256_RE = re.compile(r'^[0-9A-Fa-f]{64}$')
 
 def check_params(module):
     """Everything the argument spec cannot say, in one place. Raises KvpoolError naming the option, the value and
-    the fix (the guard of ``main()`` fails the task with it)."""
+    the fix (``main()`` fails the task with it)."""
     p = module.params
     if not p['key']:
         raise KvpoolError('key is empty: give the probe object a key, a fresh one per probe (for example '
@@ -523,11 +524,14 @@ def main():
         required_if=[('mode', 'put', ('local_hostname',)), ('mode', 'get', ('local_hostname',))],
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     who = p['node_name'] or p['local_hostname'] or 'this node'
     check_params(module)
@@ -538,13 +542,13 @@ def _run(module):
 
     if module.check_mode:
         result['msg'] = 'check mode: the probe (%s of %s) was not run' % (p['mode'], p['key'])
-        module.exit_json(**result)
+        return result
 
     backend = backend_for(module, p['container'])
     try:
         backend.check()
     except ServiceError as exc:
-        module.fail_json(msg='%s: %s' % (who, exc))
+        raise KvpoolError('%s: %s' % (who, exc)) from exc
 
     if p['mode'] == 'remove':
         alive = backend.transient_alive(holder)
@@ -555,7 +559,7 @@ def _run(module):
         for path in (result_path, stop_path):
             remove_file(path)
         result.update(changed=alive, holder_unit=holder, logs=backend.logs_hint(_Named(holder)))
-        module.exit_json(**result)
+        return result
 
     cfg = load_config(module, p['config_path'], who)
     address = cfg['master_server_address']
@@ -563,8 +567,8 @@ def _run(module):
     seg, buf = client_sizes(module, cfg, who)
     python = find_binary(module, p['python'], ['/usr/local/python3*/bin', '/opt/*/bin'], p['container'])
     if not python:
-        module.fail_json(msg='%s: %s not found; set python to an interpreter that can import mooncake.store'
-                             % (who, p['python']))
+        raise KvpoolError('%s: %s not found; set python to an interpreter that can import mooncake.store'
+                          % (who, p['python']))
     args = {
         'mode': p['mode'], 'key': p['key'], 'size_bytes': p['size_bytes'], 'timeout': p['timeout'],
         'local_hostname': p['local_hostname'], 'metadata_server': cfg.get('metadata_server') or 'P2PHANDSHAKE',
@@ -574,7 +578,7 @@ def _run(module):
     check_master(module, address, who)
 
     if p['mode'] == 'get':
-        read(module, backend, python, args, base + '.get', address, who, result)
+        return read(module, backend, python, args, base + '.get', address, who, result)
 
     # put: a holder in its own transient unit keeps the writer's segment (and so the object) in the pool.
     if backend.transient_alive(holder):
@@ -590,11 +594,11 @@ def _run(module):
         result['changed'] = False  # the writer was stopped again: nothing is left behind
         why = res.get('error') if res else (
             'no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out else ''))
-        module.fail_json(msg='%s (%s): could not write %s to the pool through master %s: %s%s. Last lines of %s:\n%s'
-                             % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), holder, tail),
-                         **result)
+        raise KvpoolError('%s (%s): could not write %s to the pool through master %s: %s%s. Last lines of %s:\n%s'
+                          % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), holder, tail),
+                          result=result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
-    module.exit_json(**result)
+    return result
 
 
 class _Named(object):

@@ -122,6 +122,7 @@ topology:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
 
 def main():
@@ -129,19 +130,22 @@ def main():
         argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True)),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
-        module.fail_json(msg=_npu_smi.NOT_FOUND)
+        raise KvpoolError(_npu_smi.NOT_FOUND)
 
     res = _npu_smi.read(tool, module.params['topology'])
     if res.get('failed'):
-        module.fail_json(msg=res['msg'])
-    module.exit_json(changed=False, **res)
+        raise KvpoolError(res['msg'])
+    return dict(changed=False, **res)
 
 
 if __name__ == '__main__':

@@ -257,6 +257,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
@@ -493,21 +494,24 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     bad = [port for port in p['ports'] if not 1 <= port <= 65535]
     if bad:
-        module.fail_json(msg='ports must be TCP ports 1-65535, got %s' % bad)
+        raise KvpoolError('ports must be TCP ports 1-65535, got %s' % bad)
     bad = [t for t in p['connect'] if not _valid_target(t)]
     if bad:
-        module.fail_json(msg='connect targets must be host:port (or [v6]:port), got %s' % bad)
+        raise KvpoolError('connect targets must be host:port (or [v6]:port), got %s' % bad)
     bad = [u for u in p['http'] if not str(u).startswith('http://')]
     if bad:
-        module.fail_json(msg='http: give http:// URLs, got %s' % bad)
+        raise KvpoolError('http: give http:// URLs, got %s' % bad)
     master_env = _validate.environment(p['mooncake_environment'], 'mooncake_environment')
     epoch = time.time()
     started = time.monotonic()
@@ -547,7 +551,7 @@ def _run(module):
         if libraries:
             result['mooncake_libraries'] = libraries.result()
     result['probe_s'] = round(time.monotonic() - started, 4)
-    module.exit_json(**result)
+    return result
 
 
 def _valid_target(target):

@@ -264,14 +264,16 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
+    ROUTER_PORT, ROUTER_PROMETHEUS_PORT, format_host_port, probe_host,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
     ServiceError,
-    ServiceSpec,
     backend_for,
     check_service_params,
+    lifecycle_for,
+    spec_for,
     unit_argument_spec,
 )
 
@@ -320,9 +322,9 @@ def main():
             name=dict(type='str', default='router'),
             binary=dict(type='path', default='/opt/ascend-kvpool/vllm-router/bin/vllm-router'),
             host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
+            port=dict(type='int', default=ROUTER_PORT),
             prometheus_host=dict(type='str', default='127.0.0.1'),
-            prometheus_port=dict(type='int', default=29000),
+            prometheus_port=dict(type='int', default=ROUTER_PROMETHEUS_PORT),
             policy=dict(type='str', choices=list(_router.POLICIES), default='round_robin'),
             worker_urls=dict(type='list', elements='str', default=[]),
             worker_startup_check_interval=dict(type='int', default=1),
@@ -343,7 +345,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
@@ -357,18 +362,13 @@ def _run(module):
     if p['state'] != 'stopped':
         argv = _router.build_router_argv(p['binary'], dict(p, worker_urls=urls))
         if not module.check_mode and not _is_executable(p['binary']):
-            module.fail_json(msg='vllm-router not found at %s (binary). Install it (role ascend.kvpool.kvpool_router '
-                                 'does: pip install vllm-router into its own virtualenv) or set binary to its path.'
-                             % p['binary'], **result)
+            raise ServiceError('vllm-router not found at %s (binary). Install it (role ascend.kvpool.kvpool_router '
+                               'does: pip install vllm-router into its own virtualenv) or set binary to its path.'
+                               % p['binary'], result=result)
     result['argv'] = argv
-    try:
-        spec = ServiceSpec('kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
-                           % p['name'], argv or ['/bin/true'],
-                           env=env, owner='ascend.kvpool.vllm_router', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=[], port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, 'kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
+                    % p['name'], argv or ['/bin/true'], env=env, owner='ascend.kvpool.vllm_router', devices=[],
+                    port=p['port'])
     seen = {'problem': ''}
 
     def router_health():
@@ -404,10 +404,8 @@ def _run(module):
         parts = [x for x in (seen['problem'], _router.log_error(log)) if x]
         return '; '.join(parts)
 
-    engine = Engine(module, backend_for(module, None))
-    engine.ensure(spec, p['state'], result, gate, wait=True, ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=explain,
-                  what='vllm-router', port_taken=lambda: tcp_open(host, p['port'], timeout=0.5))
+    return lifecycle_for(module, backend_for(module, None), 'vllm-router').ensure(
+        spec, p['state'], result, gate, explain=explain, port_taken=lambda: tcp_open(host, p['port'], timeout=0.5))
 
 
 def _is_executable(path):

@@ -172,7 +172,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
@@ -206,7 +209,7 @@ def _run(module):
     if p['spread_requests'] > 0:
         if module.check_mode:
             result['skipped_spread'] = 'check mode: no requests sent through the router'
-            module.exit_json(**result)
+            return result
         if not p['router_url'] or not p['metrics_url']:
             raise KvpoolError('spread_requests needs router_url and metrics_url (the router\'s /metrics)')
         router = _validate.http_url(p['router_url'], 'router_url')
@@ -224,17 +227,17 @@ def _run(module):
         after, rejected_after = _decisions(metrics)
         counts = dict((u, after.get(u, 0) - before.get(u, 0)) for u in sorted(set(workers) | set(after)))
         if not failed and sum(counts.values()) == 0:
-            module.fail_json(msg='vllm-router at %s answered %d requests, but its metrics %s count none of them '
-                                 '(no vllm_router_processed_requests_total): is that the router\'s --prometheus-port?'
-                                 % (router, p['spread_requests'], metrics), **result)
+            raise KvpoolError('vllm-router at %s answered %d requests, but its metrics %s count none of them '
+                              '(no vllm_router_processed_requests_total): is that the router\'s --prometheus-port?'
+                              % (router, p['spread_requests'], metrics), result=result)
         result.update(counts=counts, failed_requests=len(failed))
         if failed:
-            module.fail_json(msg='%d of %d requests through the router %s failed; first: %s'
-                                 % (len(failed), p['spread_requests'], router, failed[0]), **result)
+            raise KvpoolError('%d of %d requests through the router %s failed; first: %s'
+                              % (len(failed), p['spread_requests'], router, failed[0]), result=result)
         problem = _router.spread_problem(p['policy'], counts, rejected_after - rejected_before)
         if problem:
-            module.fail_json(msg='vllm-router at %s: %s' % (router, problem), **result)
-    module.exit_json(**result)
+            raise KvpoolError('vllm-router at %s: %s' % (router, problem), result=result)
+    return result
 
 
 def _decisions(metrics_url):

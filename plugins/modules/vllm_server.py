@@ -140,19 +140,11 @@ options:
         C(/usr/local/bin) and C(/usr/local/python3*/bin).
     type: str
     default: vllm
-  state_dir:
-    description:
-      - Directory of the layout before the units (C(<name>/vllm.pid), C(<name>/settings.json)), looked at only to
-        convert instances started by an earlier release (see the notes). Nothing is written there any more.
-      - An absolute path, not a file nor below one, and never a system directory (C(/etc), C(/usr) and the like),
-        as given or through a symlink (the conversion removes the old files there).
-    type: path
-    default: /var/lib/ascend-kvpool/vllm
   stop_unlisted:
     description:
       - Names of every instance of this host that is to stay (O(name) among them). Before anything else, every
-        other instance unit of this collection (C(kvpool-vllm-*)), and every instance of the old layout under
-        O(state_dir), that still runs is stopped as O(state=stopped) stops it, and named in RV(stopped_unlisted).
+        other instance unit of this collection (C(kvpool-vllm-*)) that still runs is stopped as O(state=stopped)
+        stops it, and named in RV(stopped_unlisted).
         Units of other names that no longer run (a failed start) are removed without being reported. Use it to
         retire instances that were removed from an inventory in the same call that launches the listed ones.
       - Unset stops nothing else.
@@ -341,31 +333,27 @@ stopped_unlisted:
   sample: [qwen-8003]
 """
 
-import glob
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
-    Engine,
-    Legacy,
     ServiceError,
     ServiceSpec,
     backend_for,
     check_service_params,
     find_binary,
+    lifecycle_for,
+    spec_for,
     unit_argument_spec,
 )
 
 BINARY_DIRS = ['/usr/local/bin', '/usr/local/python3*/bin']
 UNIT_PREFIX = 'kvpool-vllm-'
 MASTER_UNIT = 'kvpool-mooncake-master'
-# Files of the layout before the units (detached process + pid file): converted by the next run.
-LEGACY_PID = 'vllm.pid'
-LEGACY_SETTINGS = 'settings.json'
 
 # sh program that prepends to inherited variables, then execs the argv: pairs NAME VALUE, then --, then argv.
 PREPEND_SCRIPT = (
@@ -389,37 +377,26 @@ def launch_argv(argv, path_prepend):
     return ['/bin/sh', '-c', PREPEND_SCRIPT, 'kvpool-vllm'] + pairs + ['--'] + list(argv)
 
 
-def legacy_record(state_dir, name):
-    base = os.path.join(state_dir, name)
-    return Legacy(os.path.join(base, LEGACY_SETTINGS), os.path.join(base, LEGACY_PID))
-
-
-def stop_unlisted(module, engine, keep, state_dir, stop_timeout, poll_interval):
-    """Stop every instance unit of this collection (and every old-layout instance) not named in ``keep``."""
-    names = set(n[len(UNIT_PREFIX):] for n in engine.backend.list_units(UNIT_PREFIX))
-    # Old-layout directories whose name cannot be an instance's (and so a unit's) are not the old release's.
-    old = (os.path.basename(os.path.dirname(f)) for f in glob.glob(os.path.join(state_dir, '*', LEGACY_SETTINGS)))
-    names.update(n for n in old if _vllm.NAME_RE.match(n))
+def stop_unlisted(lifecycle, keep, stop_timeout):
+    """Stop every instance unit of this collection not named in ``keep``; raises ServiceError naming the one that
+    could not be stopped (with ``stopped_unlisted``, those stopped before it)."""
+    names = set(n[len(UNIT_PREFIX):] for n in lifecycle.backend.list_units(UNIT_PREFIX))
     stopped = []
     for other in sorted(names - set(keep)):
         spec = ServiceSpec(unit_name(other), '', ['/bin/true'], stop_timeout=stop_timeout)
-        legacy = legacy_record(state_dir, other)
         try:
-            if engine.stop_other(spec, legacy, poll_interval, what='vllm instance %s' % other):
+            if lifecycle.stop_other(spec):
                 stopped.append(other)
         except ServiceError as exc:
-            module.fail_json(msg='could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
-                             stopped_unlisted=stopped)
+            raise ServiceError('could not stop vllm instance %s, which is not in stop_unlisted: %s' % (other, exc),
+                               result=dict(stopped_unlisted=stopped)) from exc
     return stopped
-
-
-MAX_DEVICE_ID = 15  # NPU ids of one node: 0-7 on an Atlas A2 (8 NPUs), 0-15 on an A3 (16 dies), as hccn_tool -i takes
 
 
 def check_params(module):
     """Everything the argument spec cannot say, in one place. Returns the environment (``env`` with null values as
     empty strings and ``ASCEND_RT_VISIBLE_DEVICES`` from ``visible_devices``) and the ``path_prepend`` lists.
-    Raises KvpoolError naming the option, the value and the fix (the guard of ``main()`` fails the task with it)."""
+    Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
     if not _vllm.NAME_RE.match(p['name']):
         raise KvpoolError('name=%r must be letters, digits, ".", "_" or "-" (it names the unit), at most 63'
@@ -469,8 +446,6 @@ def check_params(module):
                               'at start: give as many visible_devices as tensor_parallel_size'
                               % (p['tensor_parallel_size'], len(devices), devices))
         env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
-    # Only read (and the old layout's files removed) there; never a system directory, as given or through a link.
-    _validate.directory(p['state_dir'], 'state_dir', example='/var/lib/ascend-kvpool/vllm')
     return env, path_prepend
 
 
@@ -496,7 +471,6 @@ def main():
             binary=dict(type='str', default='vllm'),
             container=dict(type='str'),
             container_step=dict(type='str', choices=['render', 'gate']),
-            state_dir=dict(type='path', default='/var/lib/ascend-kvpool/vllm'),
             stop_unlisted=dict(type='list', elements='str'),
             wait=dict(type='bool', default=True),
             ready_timeout=dict(type='float', default=1800),
@@ -509,23 +483,23 @@ def main():
         required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
         supports_check_mode=True,
     )
-    _errors.guard(module, _run, module)
+    failed, result = _errors.outcome(module, _run, module)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def _run(module):
-    """The module's work, under the guard of main() (an unexpected error fails naming the module and input)."""
+    """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
     env, path_prepend = check_params(module)
     api_key = p['api_key'] or None
-
-    state_dir = p['state_dir'].rstrip('/') or ''
     host = p['health_host'] or _vllm.probe_host(p['host'])
     endpoint = 'http://%s' % _vllm.format_host_port(host, p['port']) if p['port'] else None
-    engine = Engine(module, backend_for(module, p['container']))
+    lifecycle = lifecycle_for(module, backend_for(module, p['container']), 'vllm instance %s' % p['name'])
     unlisted = []
     if p['stop_unlisted'] is not None and p['container_step'] != 'gate':  # the gate step comes after the render
-        unlisted = stop_unlisted(module, engine, p['stop_unlisted'], state_dir, p['stop_timeout'],
-                                 p['poll_interval'])
+        unlisted = stop_unlisted(lifecycle, p['stop_unlisted'], p['stop_timeout'])
     result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
                   stopped_unlisted=unlisted, env=env, argv=[])
 
@@ -533,21 +507,15 @@ def _run(module):
     if p['state'] != 'stopped':
         binary = find_binary(module, p['binary'], BINARY_DIRS, p['container'])
         if not binary:
-            module.fail_json(msg='%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use '
-                                 'its image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
-                             **result)
+            raise ServiceError('%s not found on the host (looked on PATH and in %s). Install vLLM-Ascend (or use its '
+                               'image) or set binary to its path.' % (p['binary'], ', '.join(BINARY_DIRS)),
+                               result=result)
         argv = _vllm.build_argv(binary, p)
     result['argv'] = argv
-    try:
-        spec = ServiceSpec(unit_name(p['name']), 'vLLM-Ascend instance %s (ascend.kvpool)' % p['name'],
-                           launch_argv(argv, path_prepend) if argv else ['/bin/true'], env=env,
-                           secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None, after=[MASTER_UNIT],
-                           owner='ascend.kvpool.vllm_server', stop_timeout=p['stop_timeout'],
-                           start_limit_burst=p['restart_limit_burst'],
-                           start_limit_interval=p['restart_limit_interval'], devices=p['visible_devices'],
-                           port=p['port'])
-    except ServiceError as exc:
-        module.fail_json(msg=str(exc), **result)
+    spec = spec_for(p, result, unit_name(p['name']), 'vLLM-Ascend instance %s (ascend.kvpool)' % p['name'],
+                    launch_argv(argv, path_prepend) if argv else ['/bin/true'], env=env,
+                    secret_env={_vllm.API_KEY_ENV: api_key} if api_key else None, after=[MASTER_UNIT],
+                    owner='ascend.kvpool.vllm_server', devices=p['visible_devices'], port=p['port'])
 
     served = p['served_model_name'] or p['model']
     last = {'health': False, 'deadline': 0.0}
@@ -575,12 +543,8 @@ def _run(module):
         return [('GET %s/health -> 200' % endpoint, health_ok),
                 ('GET %s/v1/models lists %s' % (endpoint, served), models_ok)]
 
-    engine.ensure(spec, p['state'], result, gate, wait=p['wait'], ready_timeout=p['ready_timeout'],
-                  poll_interval=p['poll_interval'], log_lines=p['log_lines'], explain=_vllm.main_error,
-                  legacy=legacy_record(state_dir, p['name']),
-                  what='vllm instance %s' % p['name'],
-                  port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None,
-                  step=p['container_step'])
+    return lifecycle.ensure(spec, p['state'], result, gate, explain=_vllm.main_error,
+                            port_taken=(lambda: tcp_open(host, p['port'], timeout=0.5)) if p['port'] else None)
 
 
 if __name__ == '__main__':

@@ -5,10 +5,11 @@
 """Controller-side plan of the TTFT benchmark (role ascend.kvpool.kvpool_benchmark): which instances play 1 and
 2, the master's /metrics, where the load runs, the seeds.
 
-Reads only the inventory: the group's hosts, each host's ``vllm_instance_instances`` (the vllm_instance role's
-list; default one instance on the shared default port, as in the guide), ``vllm_instance_listen_host``,
-``ansible_host``, and the master's ``mooncake_master_metrics_port``. Everything can be overridden by the role's
-variables. Pure functions of plain data, unit-tested without a cluster (the filter is a thin adapter).
+The instances are those of the plan that role ``ascend.kvpool.vllm_instance`` published on each node (the fact
+``vllm_instance_plan``, which benchmark.yml computes from the inventory first): their names, URLs and models are
+the plan's, never recomputed here. The rest is read from the inventory: the group's hosts, ``ansible_host``, and
+the master's ``mooncake_master_metrics_port``. Everything can be overridden by the role's variables. Pure
+functions of plain data, unit-tested without a cluster (the filter is a thin adapter).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,9 +18,11 @@ __metaclass__ = type
 
 import random
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import base_url
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import instance_name, instance_where
+
 # The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults: their one source).
-DEFAULT_KEYS = ('node_group', 'master_group', 'instance_port', 'master_metrics_port')
-WILDCARDS = ('', '0.0.0.0', '::', '[::]')
+DEFAULT_KEYS = ('node_group', 'master_group', 'master_metrics_port')
 
 
 def _get(hostvars, host, key, default=None):
@@ -30,31 +33,28 @@ def _get(hostvars, host, key, default=None):
     return default if value is None else value
 
 
-def _url_host(address):
-    address = str(address)
-    return '[%s]' % address if ':' in address and not address.startswith('[') else address
-
-
 def _pick(instances, which):
     if not instances:
-        return None, 'no instance listed'
+        return None, 'no instance planned'
     if isinstance(which, int) or (isinstance(which, str) and which.isdigit()):
         index = int(which)
         if index >= len(instances):
-            return None, 'instance index %d out of range (%d listed)' % (index, len(instances))
+            return None, 'instance index %d out of range (%d planned)' % (index, len(instances))
         return instances[index], None
     for entry in instances:
-        name = entry.get('name') or 'vllm-%s' % entry.get('port')
-        if name == which:
+        if entry.get('name') == which:
             return entry, None
     return None, 'no instance named %s' % which
 
 
-def resolve_instance(spec, default_host, hostvars, role, default_port):
-    """One of the guide's two instances: ``{'host', 'name', 'address', 'port', 'url', 'error'}``."""
+def resolve_instance(spec, default_host, hostvars, role):
+    """One of the guide's two instances, from the host's plan (``vllm_instance_plan``) and the role's overrides
+    (``url``, else ``port`` / ``address`` / ``name``): ``{'role', 'host', 'name', 'address', 'port', 'url', 'model',
+    'error'}``."""
     spec = dict(spec or {})
     host = spec.get('host') or default_host
-    out = {'role': role, 'host': host, 'name': None, 'address': None, 'port': None, 'url': None, 'error': None}
+    out = {'role': role, 'host': host, 'name': None, 'address': None, 'port': None, 'url': None, 'model': None,
+           'error': None}
     if spec.get('url'):
         url = str(spec['url']).rstrip('/')
         out.update(url=url if '://' in url else 'http://' + url, name=spec.get('name'))
@@ -63,34 +63,36 @@ def resolve_instance(spec, default_host, hostvars, role, default_port):
         out['error'] = ('%s: no host: set kvpool_benchmark_%s.host (or .url), or put two hosts in '
                         'kvpool_benchmark_group' % (role, role))
         return out
-    listed = _get(hostvars, host, 'vllm_instance_instances', None)
-    if listed is None:
-        listed = [{'port': default_port}]
-    if not isinstance(listed, list):
-        out['error'] = '%s: vllm_instance_instances of %s is not a list' % (role, host)
+    plan = _get(hostvars, host, 'vllm_instance_plan', None)
+    if not isinstance(plan, dict) or not isinstance(plan.get('instances'), list):
+        out['error'] = ('%s: %s has no vllm_instance_plan (the instances planned by role ascend.kvpool.vllm_instance): '
+                        'plan them first in the same run (benchmark.yml does, for the node group), or set '
+                        'kvpool_benchmark_%s.url' % (role, host, role))
         return out
-    entry, error = _pick(listed, spec.get('instance', 0))
+    entry, error = _pick(plan['instances'], spec.get('instance', 0))
     if entry is None and not spec.get('port'):
         out['error'] = '%s: %s on %s; set kvpool_benchmark_%s.port or .url' % (role, error, host, role)
         return out
     entry = entry or {}
-    port = spec.get('port') or entry.get('port') or default_port
-    address = spec.get('address') or entry.get('listen_host') or _get(hostvars, host, 'vllm_instance_listen_host', '')
-    if str(address) in WILDCARDS:
-        address = _get(hostvars, host, 'ansible_host', host)
-    out.update(name=spec.get('name') or entry.get('name') or 'vllm-%s' % port, address=str(address), port=int(port),
-               url='http://%s:%d' % (_url_host(address), int(port)))
+    where = entry
+    if spec.get('port') or spec.get('address'):
+        # The operator's override, with the plan's rule for a wildcard address.
+        where = instance_where(spec.get('address') or entry.get('host'), spec.get('port') or entry.get('port'),
+                               plan.get('node_address') or host)
+    port = int(spec.get('port') or entry.get('port'))
+    name = spec.get('name') or entry.get('name') or instance_name(port)
+    out.update(name=name, address=str(where['address']), port=port, url=where['url'], model=entry.get('model'))
     return out
 
 
-def shared_defaults(settings, who):
-    """``settings['defaults']`` (the kvpool_defaults_ values, keys :data:`DEFAULT_KEYS`) of a plan's settings;
-    ValueError naming ``who`` when the settings are not a dict or lack a default. Shared by the plans that read
-    the same defaults (this one, plugin_utils/monitoring.py)."""
+def shared_defaults(settings, who, keys=DEFAULT_KEYS):
+    """``settings['defaults']`` (the kvpool_defaults_ values, ``keys``: by default :data:`DEFAULT_KEYS`) of a
+    plan's settings; ValueError naming ``who`` when the settings are not a dict or lack a default. Shared by the
+    plans that read the shared defaults (this one, plugin_utils/monitoring.py)."""
     if not isinstance(settings, dict):
         raise ValueError('%s: settings must be a dict' % who)
     defaults = settings.get('defaults')
-    missing = [k for k in DEFAULT_KEYS if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
+    missing = [k for k in keys if not isinstance(defaults, dict) or defaults.get(k) in (None, '')]
     if missing:
         raise ValueError('%s: settings.defaults lacks %s (the kvpool_defaults_ values)' % (who, ', '.join(missing)))
     return defaults
@@ -108,8 +110,8 @@ def kvpool_benchmark_plan(settings, hostvars, groups):
     hosts = list((groups or {}).get(group) or [])
     first = hosts[0] if hosts else None
     second = hosts[1] if len(hosts) > 1 else None
-    inst1 = resolve_instance(settings.get('instance1'), first, hostvars, 'instance1', defaults['instance_port'])
-    inst2 = resolve_instance(settings.get('instance2'), second, hostvars, 'instance2', defaults['instance_port'])
+    inst1 = resolve_instance(settings.get('instance1'), first, hostvars, 'instance1')
+    inst2 = resolve_instance(settings.get('instance2'), second, hostvars, 'instance2')
     for inst in (inst1, inst2):
         if inst['error']:
             errors.append(inst['error'])
@@ -128,7 +130,7 @@ def kvpool_benchmark_plan(settings, hostvars, groups):
             master_host = masters[0]
             port = _get(hostvars, master_host, 'mooncake_master_metrics_port', defaults['master_metrics_port'])
             address = _get(hostvars, master_host, 'ansible_host', master_host)
-            master_url = 'http://%s:%d/metrics' % (_url_host(address), int(port))
+            master_url = base_url(address, port) + '/metrics'
     client = settings.get('client_host') or inst1['host'] or 'localhost'
     seed = int(settings.get('seed') or 0)
     seed_source = 'set'
@@ -137,7 +139,7 @@ def kvpool_benchmark_plan(settings, hostvars, groups):
         seed_source = 'new for this run'
     num = int(settings.get('num_requests') or 0)
     flush = int(settings.get('flush_requests') or 0) or num
-    model_path = settings.get('aisbench_model_path') or (
+    model_path = settings.get('aisbench_model_path') or inst1['model'] or (
         _get(hostvars, inst1['host'], 'vllm_instance_model_path', '') if inst1['host'] else '')
     metrics = {}
     if inst1['url']:

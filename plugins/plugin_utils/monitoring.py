@@ -6,14 +6,15 @@
 per Mooncake master, per vLLM instance of every node and per router, labelled ``cluster``, ``node``, ``service``,
 ``instance`` (``<node>/<service>``) and ``role`` (``mooncake_master``, ``vllm_instance``, ``router``).
 
-Routers: the hosts of group ``kvpool_router`` with ``kvpool_router_enabled`` true (role kvpool_router, site.yml's
-router phase), plus any router URL listed in ``kvpool_monitoring_routers``.
+Routers: the hosts of the router group (``kvpool_router_group``, default ``kvpool_router``) with
+``kvpool_router_enabled`` true (role kvpool_router, site.yml's router phase), plus any router URL listed in
+``kvpool_monitoring_routers``.
 
-Reads only the inventory and the published result fact ``vllm_instance_plan`` (when the vllm_instance role, or
-its ``preflight`` entry point, ran on the node in the same run): the node group's hosts, each host's
-``vllm_instance_instances`` (default: one instance on the shared default port, as in the guide),
-``vllm_instance_listen_host``, ``ansible_host``, and the master's ``mooncake_master_metrics_port`` /
-``mooncake_master_metrics_address``. Pure functions of plain data, unit-tested without a cluster (the filter
+The instances are those of the plan that role ``ascend.kvpool.vllm_instance`` published on each node (the fact
+``vllm_instance_plan``, which monitoring.yml computes from the inventory first): their names, addresses and ports
+are the plan's, never recomputed here. The rest is read from the inventory: the group's hosts, ``ansible_host``,
+the master's ``mooncake_master_metrics_port`` / ``mooncake_master_metrics_address`` and the router hosts'
+``kvpool_router_*``. Pure functions of plain data, unit-tested without a cluster (the filter
 ``kvpool_monitoring_targets`` is a thin adapter).
 """
 
@@ -23,17 +24,14 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import WILDCARD_ADDRESSES, format_host_port
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.bench_plan import shared_defaults
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, is_loopback, reach_address
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.bench_plan import DEFAULT_KEYS, shared_defaults
 
-# The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults) are the benchmark plan's
-# DEFAULT_KEYS, checked by its shared_defaults.
-# Role kvpool_router's group and defaults (its defaults are not in hostvars: read here when the inventory sets none).
-ROUTER_GROUP = 'kvpool_router'
-ROUTER_METRICS_PORT = 29000
+# The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults, checked by shared_defaults):
+# the benchmark plan's, and the router group and metrics port (role kvpool_router's defaults are not in hostvars:
+# read from there when the inventory sets none).
+MONITORING_DEFAULT_KEYS = DEFAULT_KEYS + ('router_group', 'router_prometheus_port')
 ROUTER_SERVICE = 'router'
-LOOPBACK = re.compile(r'^(127\.|::1$|\[::1\]$|localhost$)')
-WILDCARDS = WILDCARD_ADDRESSES + ('*',)
 ROLES = ('mooncake_master', 'vllm_instance', 'router')
 MASTER_SERVICE = 'mooncake-master'
 _URL = re.compile(r'^(?:(?P<scheme>https?)://)?(?P<host>\[[^\]]+\]|[^/:\[\]]+)(?::(?P<port>\d+))?(?P<path>/.*)?$')
@@ -56,12 +54,9 @@ def _is_port(value):
 
 
 def _scrape_address(address, hostvars, host):
-    """Where Prometheus reaches a server bound to ``address`` on ``host``: a wildcard bind is reached at the
-    host's own address (``ansible_host``, else the inventory name), never at loopback."""
-    address = str(address or '').strip()
-    if address in WILDCARDS:
-        address = str(_get(hostvars, host, 'ansible_host', host))
-    return address.strip('[]')
+    """Where Prometheus reaches a server bound to ``address`` on ``host`` (the shared rule: a wildcard bind is
+    reached at the host's own address, ``ansible_host``, else the inventory name)."""
+    return reach_address(address, _get(hostvars, host, 'ansible_host', host))
 
 
 def _group(target, labels):
@@ -75,28 +70,15 @@ def _labels(cluster, node, service, role, extra):
     return labels
 
 
-def _instances_of(hostvars, host, default_port):
-    """``[(name, port, listen), ...]`` of the host's started instances, from the result fact
-    ``vllm_instance_plan`` when it is there (the role's own rendering), else from the inventory."""
+def _instances_of(hostvars, host):
+    """``([instance, ...], error)``: the host's started instances from its plan (the fact ``vllm_instance_plan``,
+    each with ``name``, ``port``, ``address`` and ``loopback``), or an error naming the host and the fix."""
     plan = _get(hostvars, host, 'vllm_instance_plan', None)
-    if isinstance(plan, dict) and isinstance(plan.get('instances'), list):
-        return [(i.get('name'), i.get('port'), i.get('host')) for i in plan['instances']
-                if isinstance(i, dict) and i.get('state', 'started') == 'started'], None
-    listed = _get(hostvars, host, 'vllm_instance_instances', None)
-    if listed is None:
-        listed = [{'port': default_port}]
-    if not isinstance(listed, list):
-        return [], '%s: vllm_instance_instances is not a list' % host
-    role_listen = _get(hostvars, host, 'vllm_instance_listen_host', '')
-    out = []
-    for entry in listed:
-        if not isinstance(entry, dict):
-            return [], '%s: vllm_instance_instances holds %r, not an instance (devices, port, ...)' % (host, entry)
-        if entry.get('state', 'started') != 'started':
-            continue
-        port = entry.get('port')
-        out.append((entry.get('name') or 'vllm-%s' % port, port, entry.get('listen_host') or role_listen))
-    return out, None
+    if not isinstance(plan, dict) or not isinstance(plan.get('instances'), list):
+        return [], ('%s: no vllm_instance_plan (the instances planned by role ascend.kvpool.vllm_instance). Plan them '
+                    'first in the same run: monitoring.yml does, or run that role\'s tasks_from preflight.yml on the '
+                    'node group' % host)
+    return [i for i in plan['instances'] if isinstance(i, dict) and i.get('state', 'started') == 'started'], None
 
 
 def parse_router(spec, index):
@@ -128,11 +110,12 @@ def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
     ``kvpool_router_enabled`` is true, scraped at ``kvpool_router_prometheus_host``, else ``kvpool_router_host``
     (the role's default for it), else the host's ``ansible_host``, and ``kvpool_router_prometheus_port``. A
     loopback metrics address is refused: no Prometheus on another host can reach it."""
-    group = settings.get('router_group') or ROUTER_GROUP
+    defaults = settings['defaults']
+    group = settings.get('router_group') or defaults['router_group']
     for host in groups.get(group) or []:
         if not _truthy(_get(hostvars, host, 'kvpool_router_enabled', False)):
             continue
-        port = _get(hostvars, host, 'kvpool_router_prometheus_port', ROUTER_METRICS_PORT)
+        port = _get(hostvars, host, 'kvpool_router_prometheus_port', defaults['router_prometheus_port'])
         if not _is_port(port):
             out['errors'].append('%s: kvpool_router_prometheus_port %r is not a TCP port 1-65535' % (host, port))
             continue
@@ -140,7 +123,7 @@ def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
         if bind in ('', None):
             name, bind = 'kvpool_router_host', _get(hostvars, host, 'kvpool_router_host', '')
         address = _scrape_address(bind, hostvars, host)
-        if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
+        if is_loopback(address) and host != settings.get('monitoring_host'):
             out['errors'].append(
                 '%s: %s is %s: the router\'s metrics answer on loopback only, where no Prometheus on another host '
                 'reaches them. Set kvpool_router_prometheus_host to an address of %s (by default the role binds '
@@ -157,10 +140,10 @@ def monitoring_targets(settings, hostvars, groups):
     ``settings``: the role's variables without the ``kvpool_monitoring_`` prefix (``cluster``, ``node_group``,
     ``master_group``, ``router_group``, ``routers``, ``labels``; ``monitoring_host``, the inventory name of the
     host the role runs on: only its own servers may be scraped at a loopback address) and ``defaults`` (the
-    ``kvpool_defaults_`` values, keys ``bench_plan.DEFAULT_KEYS``). Raises ValueError when the settings are not a
-    dict or lack a default.
+    ``kvpool_defaults_`` values, keys :data:`MONITORING_DEFAULT_KEYS`). Raises ValueError when the settings are not
+    a dict or lack a default.
     """
-    defaults = shared_defaults(settings, 'kvpool_monitoring_targets')
+    defaults = shared_defaults(settings, 'kvpool_monitoring_targets', MONITORING_DEFAULT_KEYS)
     hostvars = hostvars or {}
     groups = groups or {}
     errors = []
@@ -185,7 +168,7 @@ def monitoring_targets(settings, hostvars, groups):
             errors.append('%s: mooncake_master_metrics_port %r is not a TCP port 1-65535' % (host, port))
             continue
         address = _scrape_address(_get(hostvars, host, 'mooncake_master_metrics_address', ''), hostvars, host)
-        if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
+        if is_loopback(address) and host != settings.get('monitoring_host'):
             errors.append('%s: mooncake_master_metrics_address is %s: the master\'s metrics answer on loopback only, '
                           'where no Prometheus on another host reaches them. Set it to an address of %s (or leave it '
                           'empty: every address) and run site.yml --tags master' % (host, address, host))
@@ -199,16 +182,16 @@ def monitoring_targets(settings, hostvars, groups):
     node_group = settings.get('node_group') or defaults['node_group']
     seen = {}
     for host in groups.get(node_group) or []:
-        instances, error = _instances_of(hostvars, host, defaults['instance_port'])
+        instances, error = _instances_of(hostvars, host)
         if error:
             errors.append(error)
             continue
-        for name, port, listen in instances:
-            if not _is_port(port):
+        for inst in instances:
+            name, port, address = inst.get('name'), inst.get('port'), inst.get('address')
+            if not _is_port(port) or not address:
                 errors.append('%s: instance %s: port %r is not a TCP port 1-65535' % (host, name, port))
                 continue
-            address = _scrape_address(listen, hostvars, host)
-            if LOOPBACK.match(address) and host != settings.get('monitoring_host'):
+            if inst.get('loopback') and host != settings.get('monitoring_host'):
                 errors.append('%s: instance %s listens on %s only (vllm_instance_listen_host or its listen_host): no '
                               'Prometheus on another host reaches its /metrics. Bind it to an address of %s (or '
                               'leave it empty: every address) and run site.yml --tags instances'

@@ -37,14 +37,12 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import (
-    format_host_port,
-    parse_mooncake_version,
-)
+from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import parse_mooncake_version
 from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
     ephemeral_unreserved,
     reserved_ports_text,
 )
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port
 
 GIB = 1073741824.0
 

@@ -3,16 +3,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The router's workers from the inventory (pure, controller side): every instance of every host of a group, from
-the plan that role ``ascend.kvpool.vllm_instance`` published on each host (``vllm_instance_plan``)."""
+the plan that role ``ascend.kvpool.vllm_instance`` published on each host (``vllm_instance_plan``). The plan says
+where each instance answers (its ``url``) and whether it answers its own host only (``loopback``): this module
+applies no address rule of its own."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import WILDCARD_ADDRESSES, format_host_port
-
-
-LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 
 
 class RouterPlanError(ValueError):
@@ -22,8 +19,9 @@ class RouterPlanError(ValueError):
 def router_workers(hosts, hostvars, urls=None):
     """Sorted base URLs (``http://HOST:PORT``) of every instance that is not stopped on ``hosts``.
 
-    ``urls`` (the operator's explicit list) wins when not empty. An instance bound to every address is reached at
-    its host's ``ansible_host`` (else its inventory name). Raises RouterPlanError naming the host and the fix.
+    ``urls`` (the operator's explicit list) wins when not empty. Each instance's URL is its plan's ``url`` (an
+    instance bound to every address is reached at its host's ``ansible_host``, else its inventory name). Raises
+    RouterPlanError naming the host and the fix.
     """
     if urls:
         return sorted(set(str(u).rstrip('/') for u in urls))
@@ -38,15 +36,12 @@ def router_workers(hosts, hostvars, urls=None):
         for inst in plan.get('instances') or []:
             if inst.get('state') == 'stopped' or not inst.get('port'):
                 continue
-            addr = str(inst.get('host') or '').strip()
-            if addr in WILDCARD_ADDRESSES or not addr:
-                addr = str(hv.get('ansible_host') or host)
-            elif addr.strip('[]') in LOOPBACK:
+            if inst.get('loopback'):
                 raise RouterPlanError(
                     'kvpool_router: instance %s of host %s listens on %s only, which the router cannot reach from '
                     'another host. Bind it to the node address (vllm_instance_host_ip) or list the worker URLs in '
-                    'kvpool_router_worker_urls' % (inst.get('name') or inst['port'], host, addr))
-            out.add('http://%s' % format_host_port(addr.strip('[]'), inst['port']))
+                    'kvpool_router_worker_urls' % (inst.get('name') or inst['port'], host, inst.get('address')))
+            out.add(inst['url'])
     if missing:
         raise RouterPlanError(
             'kvpool_router: host(s) %s of the worker group have no vllm_instance_plan (the instances planned by role '

@@ -44,8 +44,11 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
+    MAX_DEVICE_ID, base_url, is_loopback, probe_host, reach_address,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import (
-    API_KEY_ENV, API_KEY_FLAG, ENV_NAME_RE, NAME_RE, drop_api_key_args, format_host_port, probe_host,
+    API_KEY_ENV, API_KEY_FLAG, ENV_NAME_RE, NAME_RE, drop_api_key_args,
 )
 
 # --- versions ----------------------------------------------------------------------------------------------
@@ -86,7 +89,6 @@ KV_ROLES = ('kv_both', 'kv_producer', 'kv_consumer')
 NPU_TYPES = ('a2', 'a3')
 GUIDE_ASCEND_BUFFER_POOL = '4:8'
 ASCEND_LD_LIBRARY_PATH = '/usr/local/Ascend/ascend-toolkit/latest/python/site-packages'
-MAX_DEVICE_ID = 15
 
 VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([A-Za-z0-9.+-]*)\s*$')
 
@@ -396,17 +398,39 @@ def find_collisions(instances, reserved_ports=None, host='this host'):
     return errors
 
 
+def instance_name(port):
+    """The name of an instance that has none: ``vllm-<port>`` (its unit is ``kvpool-vllm-<name>.service``)."""
+    return 'vllm-%s' % port
+
+
+def instance_where(listen_host, port, node_address):
+    """Where an instance bound to ``listen_host`` (None or a wildcard: every address) on ``port`` answers:
+    ``address`` and ``url`` (``http://address:port``) as another host reaches it (a wildcard at the node's own
+    address), ``endpoint`` as its own host polls it (a wildcard at loopback), and ``loopback`` (it answers its own
+    host only, so no router or Prometheus elsewhere can use ``url``). The one copy of this rule: the plan's
+    instances carry its result, and the router, monitoring and benchmark plans read them."""
+    address = reach_address(listen_host, node_address)
+    return {'address': address, 'url': base_url(address, port), 'endpoint': base_url(probe_host(listen_host), port),
+            'loopback': is_loopback(address)}
+
+
 def plan_instances(instances, settings, host='this host'):
-    """The full plan of one host's instances: rendered config, environment, argv inputs, warnings and errors.
+    """The full plan of one host's instances: rendered config, environment, argv inputs, where each answers,
+    warnings and errors.
 
     ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
     model_path, served_model_name, dtype, max_model_len, max_num_batched_tokens, gpu_memory_utilization,
     listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
     kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
-    mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports.
+    mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports; and node_address (where other hosts
+    reach the node: its ``ansible_host``, else ``host``).
+
+    Each planned instance has ``name``, ``port``, ``host`` (its listen address, None for every address) and, from
+    :func:`instance_where`, ``address``, ``url``, ``endpoint`` and ``loopback``.
     """
     errors, warnings = [], []
-    plan = {'host': host, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
+    node_address = str(settings.get('node_address') or host) if isinstance(settings, dict) else str(host)
+    plan = {'host': host, 'node_address': node_address, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
             'warnings': warnings, 'errors': errors}
     try:
         profile = version_profile(settings.get('version'), settings.get('npu_type') or 'a2')
@@ -450,7 +474,7 @@ def plan_instances(instances, settings, host='this host'):
         else:
             port = int(port)
         inst['port'] = port
-        name = raw.get('name') or ('vllm-%s' % port if port else None)
+        name = raw.get('name') or (instance_name(port) if port else None)
         if name is not None and not NAME_RE.match(str(name)):
             errors.append('%s: name %r must be letters, digits, ".", "_" or "-" (it names the state directory)'
                           % (where, name))
@@ -499,6 +523,10 @@ def plan_instances(instances, settings, host='this host'):
             value = raw.get(key, settings.get(key))
             inst[key] = None if value in ('', None, 0) else value
         inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
+        if port:
+            inst.update(instance_where(inst['host'], port, node_address))
+        else:
+            inst.update(address=None, url=None, endpoint=None, loopback=False)
         extra = dict(settings.get('kv_connector_extra_config') or {})
         extra.update(raw.get('kv_connector_extra_config') or {})
         config, warn, err = render_kv_transfer_config(
@@ -570,11 +598,10 @@ def vllm_instance_status(plan, launch_results=None, wait_results=None, wanted='s
     for inst in (plan or {}).get('instances') or []:
         name = inst.get('name')
         want = 'stopped' if wanted == 'stopped' or inst.get('state') == 'stopped' else 'started'
-        host = probe_host(inst.get('host'))
         st = {
             'name': name, 'port': inst.get('port'), 'devices_text': inst.get('devices_text'),
             'served_model_name': inst.get('served_model_name') or inst.get('model'), 'wanted': want,
-            'endpoint': 'http://%s' % format_host_port(host, inst.get('port')) if inst.get('port') else None,
+            'endpoint': inst.get('endpoint'),
             'health': 'unknown', 'ready_seconds': None, 'action': 'none', 'failed': False, 'message': '',
             'error': '',
         }

@@ -7,9 +7,10 @@ reads their inventory only). A --check run first writes nothing, a second run ch
 reaches prometheus.yml or the output. With promtool, the written prometheus.yml is checked and its file_sd
 discovery run (promtool check config / check service-discovery), as Prometheus would read it.
 
-One ansible-playbook process does the three runs (each one costs seconds of start-up on a loaded machine): a play
-of the role in check mode, a play asserting that it wrote nothing, then monitoring.yml imported twice. Each run's
-output is the text between its PLAY headers.
+One ansible-playbook process does the three runs (each one costs seconds of start-up on a loaded machine): the
+instances' plan (playbooks/plan.yml, as monitoring.yml imports it), a play of the role in check mode, a play
+asserting that it wrote nothing, then monitoring.yml (the plan, then the role) imported twice. Each run's output is
+the text between its PLAY headers.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,6 +47,7 @@ pytestmark = pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook 
 # The playbook of the test: the role in check mode (the hosts and vars_files of playbooks/monitoring.yml), a play
 # that fails if the check run wrote anything, then the real playbook twice (first run, then the idempotence run).
 TEST_PLAYBOOK = [
+    {'ansible.builtin.import_playbook': str(ROOT / 'playbooks' / 'plan.yml')},
     {'name': 'Run 1 of 3 (check mode)', 'hosts': 'localhost', 'gather_facts': False, 'check_mode': True,
      'vars_files': [str(ROOT / 'roles' / 'kvpool_defaults' / 'defaults' / 'main.yml')],
      'roles': [{'role': 'ascend.kvpool.kvpool_monitoring'}]},
@@ -82,12 +84,14 @@ def run(tmp, **extra):
                           '-e', '@' + str(tmp / 'vars.json')],
                          cwd=str(ROOT), env=env, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    # PLAY headers: the check run, the assertion play, the first run, the second run; then the recap.
+    # PLAY headers: the plan, the check run, the assertion play, the plan and the first run, the plan and the
+    # second run; then the recap.
     plays = re.split(r'^PLAY \[', res.stdout, flags=re.M)[1:]
-    assert len(plays) == 4, res.stdout[-4000:]
-    assert plays[0].startswith('Run 1 of 3 (check mode)]') and plays[1].startswith('The check run wrote nothing]')
-    second, recap = re.split(r'^PLAY RECAP ', plays[3], flags=re.M)
-    return plays[0], plays[2], second, res.stdout
+    assert len(plays) == 7, res.stdout[-4000:]
+    assert all(plays[i].startswith('Plan the vLLM instances of every node') for i in (0, 3, 5))
+    assert plays[1].startswith('Run 1 of 3 (check mode)]') and plays[2].startswith('The check run wrote nothing]')
+    second, recap = re.split(r'^PLAY RECAP ', plays[6], flags=re.M)
+    return plays[1], plays[4], second, res.stdout
 
 
 @pytest.fixture(scope='module')

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen, _prometheus
 
 
 # --- datasets ------------------------------------------------------------------------------------------------
@@ -293,25 +293,12 @@ not a sample line
 '''
 
 
-def test_prometheus_parser():
-    samples = _loadgen.parse_prometheus(METRICS)
-    assert samples['vllm:prefix_cache_queries_total{engine="0",model_name="qwen"}'] == 2048.0
-    assert samples['vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="qwen"}'] == 4.0
-    assert math.isnan(samples['weird{path="a \\"quoted\\" \\\\ value",x="1"}'])
-    name, labels = _loadgen.split_series('weird{path="a \\"quoted\\" \\\\ value",x="1"}')
-    assert name == 'weird' and labels == {'path': 'a "quoted" \\ value', 'x': '1'}
-    assert samples['master_key_count'] == 40
-    assert len(samples) == 10
-    kept = _loadgen.parse_prometheus(METRICS, ['master_'])
-    assert sorted(kept) == ['master_allocated_bytes', 'master_key_count']
-
-
 def test_deltas_hit_rates_and_master_state():
-    before = _loadgen.parse_prometheus(METRICS)
+    before = _prometheus.parse(METRICS)
     after_text = METRICS.replace('2048.0', '4096.0').replace('1536.0', '3072.0').replace('1792.0', '3584.0') \
         .replace('"other_segment"} 512.0', '"other_segment"} 2048.0').replace('master_key_count 40',
                                                                               'master_key_count 72')
-    after = _loadgen.parse_prometheus(after_text)
+    after = _prometheus.parse(after_text)
     delta = _loadgen.diff(before, after)
     assert 'weird{path="a \\"quoted\\" \\\\ value",x="1"}' not in delta  # NaN is not a change
     hits = _loadgen.vllm_hits(delta)
@@ -319,7 +306,7 @@ def test_deltas_hit_rates_and_master_state():
     assert hits['external_queries'] == 1792 and hits['external_hits'] == 1536
     assert hits['external_hit_rate'] == pytest.approx(0.8571, abs=1e-4)
     assert hits['pool_own_segment_tokens'] == 0 and hits['pool_other_segment_tokens'] == 1536
-    assert _loadgen.metric_sum(after, 'kvpool_sim_pool_load_tokens_total') == 3072
+    assert _prometheus.metric_sum(after, 'kvpool_sim_pool_load_tokens_total') == 3072
     assert _loadgen.master_state(after)['key_count'] == 72
     assert _loadgen.master_state(after)['allocated_bytes'] == 655360
     # a real vLLM has no stand-in counters: None, not 0

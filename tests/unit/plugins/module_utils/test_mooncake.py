@@ -42,17 +42,6 @@ def test_parse_size_rejects(value):
 
 
 # --- master address --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize('host,port,expected', [
-    ('90.90.100.188', 50088, '90.90.100.188:50088'),
-    ('node1', 50051, 'node1:50051'),
-    ('fd00::1', 50088, '[fd00::1]:50088'),
-    ('[fd00::1]', 50088, '[fd00::1]:50088'),      # already in brackets: kept
-    (' 10.0.0.5 ', '9003', '10.0.0.5:9003'),      # templated values: blanks dropped, port given as text
-])
-def test_format_host_port(host, port, expected):
-    assert mc.format_host_port(host, port) == expected
-
-
 @pytest.mark.parametrize('address,expected', [
     ('172.31.250.11:50088', ('172.31.250.11', 50088)),
     ('[fd00::1]:50088', ('fd00::1', 50088)),
@@ -137,12 +126,6 @@ def test_settings_text_for_the_diff():
     text = mc.settings_text(argv_of())
     assert text.splitlines()[:2] == ['state: running', 'binary: /usr/local/bin/mooncake_master']
     assert '  --eviction_ratio=0.05' in text.splitlines()
-
-
-@pytest.mark.parametrize('addr,host', [(None, '127.0.0.1'), ('0.0.0.0', '127.0.0.1'), ('::', '127.0.0.1'),
-                                       ('10.0.0.5', '10.0.0.5'), ('[fd00::1]', 'fd00::1')])
-def test_probe_host(addr, host):
-    assert mc.probe_host(addr) == host
 
 
 # --- logs ------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _loadgen, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight, _prometheus
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
 
 # Text that looks a little like the real thing gets further into the parsers than random characters alone.
@@ -91,20 +91,20 @@ def test_aisbench_values_are_finite_numbers_or_none(value):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(PROM_LINE, max_size=12).map('\n'.join))
 def test_prometheus_text_gives_float_samples_and_round_trips_its_keys(text):
-    samples = _loadgen.parse_prometheus(text)
+    samples = _prometheus.parse(text)
     assert isinstance(samples, dict)
     for key, value in samples.items():
         assert isinstance(value, float)
-        name, labels = _loadgen.split_series(key)
-        assert _loadgen.series_key(name, labels) == key
+        name, labels = _prometheus.split_series(key)
+        assert _prometheus.series_key(name, labels) == key
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.from_regex(r'\A[a-zA-Z_][a-zA-Z0-9_]{0,8}\Z'), st.text(max_size=10), max_size=4))
 @example({'A': '\\n'})  # a backslash then n: found by this property (the unescaping ran in the wrong order)
 def test_prometheus_labels_round_trip_whatever_they_hold(labels):
-    key = _loadgen.series_key('m', labels)
-    assert _loadgen.split_series(key) == ('m', labels)
+    key = _prometheus.series_key('m', labels)
+    assert _prometheus.split_series(key) == ('m', labels)
 
 
 @settings(max_examples=150, deadline=None)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_vllm import plan
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import plan
 
 SITE = vllm_plan.ASCEND_LD_LIBRARY_PATH
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen, _prometheus
 
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import read_answer
 
@@ -28,7 +28,7 @@ TTFT = 'vllm:time_to_first_token_seconds'
 
 
 def recorded(which):
-    return _loadgen.parse_prometheus(read_answer('vllm/metrics_0_32_cpu_%s.txt' % which)['file'])
+    return _prometheus.parse(read_answer('vllm/metrics_0_32_cpu_%s.txt' % which)['file'])
 
 
 def test_real_vllm_exposition_gives_the_steps_server_ttft():
@@ -93,10 +93,10 @@ def test_the_standins_exposition_reads_the_same_way():
     finally:
         sys.path.remove(STANDIN)
     metrics = Metrics('qwen')
-    before = _loadgen.parse_prometheus(metrics.render())
+    before = _prometheus.parse(metrics.render())
     for value in (0.05, 0.07, 0.2, 0.3):
         metrics.observe('ttft', value)
-    server = _loadgen.server_ttft(_loadgen.diff(before, _loadgen.parse_prometheus(metrics.render())))
+    server = _loadgen.server_ttft(_loadgen.diff(before, _prometheus.parse(metrics.render())))
     assert server['count'] == 4 and server['mean_ms'] == 155.0
     # p50: rank 2 in (0.06, 0.08] -> 80 ms; p90: rank 3.6 in (0.25, 0.5] -> 0.25 + 0.25 * 0.6 = 400 ms
     assert server['p50_ms'] == pytest.approx(80.0) and server['p90_ms'] == pytest.approx(400.0)
@@ -143,12 +143,12 @@ def test_server_ttft_of_rendered_histograms_matches_the_observations(obs, labels
 
     def series(suffix, extra=''):
         inner = ','.join(x for x in (labels, extra) if x)
-        return _loadgen.series_key(*_loadgen.split_series('%s%s{%s}' % (TTFT, suffix, inner)))
+        return _prometheus.series_key(*_prometheus.split_series('%s%s{%s}' % (TTFT, suffix, inner)))
 
     text = '\n'.join(['%s %r' % (series('_bucket', 'le="%s"' % ('+Inf' if math.isinf(b) else repr(b))), c)
                       for b, c in buckets]
                      + ['%s %r' % (series('_sum'), sum(values)), '%s %r' % (series('_count'), float(len(values)))])
-    server = _loadgen.server_ttft(_loadgen.parse_prometheus(text))
+    server = _loadgen.server_ttft(_prometheus.parse(text))
     assert server['count'] == len(values)
     assert server['mean_ms'] == pytest.approx(1000.0 * sum(values) / len(values), abs=1e-3)
     assert server['p50_ms'] <= server['p90_ms'] + 1e-6

@@ -1,7 +1,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The lifecycle engine's pure parts: the unit file, systemctl's answers, the decision, the old layout's identity.
+"""The lifecycle engine's pure parts: the unit file, systemctl's answers, the decision.
 
 The engine's effects (systemctl, the journal, restarts by systemd, docker) are exercised on the mock cluster, whose
 nodes run systemd as PID 1 (molecule scenarios mooncake and instances).
@@ -18,49 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-
-# `systemctl show -p... UNIT` (systemd 252, Debian bookworm, a mock node): a running unit restarted once after a
-# kill -9, and a unit that does not exist.
-SHOW_RUNNING = """LoadState=loaded
-ActiveState=active
-SubState=running
-MainPID=1187
-NRestarts=1
-Result=success
-UnitFileState=enabled
-ExecMainStartTimestampMonotonic=512734112
-ExecMainStatus=0
-"""
-SHOW_MISSING = """LoadState=not-found
-ActiveState=inactive
-SubState=dead
-MainPID=0
-NRestarts=0
-Result=success
-UnitFileState=
-ExecMainStartTimestampMonotonic=0
-ExecMainStatus=0
-"""
-SHOW_CRASH_LOOP_OVER = """LoadState=loaded
-ActiveState=failed
-SubState=failed
-MainPID=0
-NRestarts=5
-Result=start-limit-hit
-UnitFileState=enabled
-ExecMainStartTimestampMonotonic=0
-ExecMainStatus=2
-"""
-SHOW_AUTO_RESTART = SHOW_RUNNING.replace('ActiveState=active', 'ActiveState=activating').replace(
-    'SubState=running', 'SubState=auto-restart')
-
-
-def spec(**kw):
-    args = dict(unit='kvpool-vllm-a', description='vLLM-Ascend instance a (ascend.kvpool)',
-                argv=['/usr/local/bin/vllm', 'serve', '/m', '--kv-transfer-config', '{"kv_role": "kv_both"}'],
-                env={'PYTHONHASHSEED': '0', 'ODD': 'a "q" 100% $HOME'}, after=['kvpool-mooncake-master'])
-    args.update(kw)
-    return _service.ServiceSpec(**args)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.service_fakes import (
+    SHOW_AUTO_RESTART,
+    SHOW_CRASH_LOOP_OVER,
+    SHOW_MISSING,
+    SHOW_RUNNING,
+    FakeManager,
+    Recorder,
+    ensure,
+    fake_module,
+    machine,
+    outcome,
+    spec,
+)
 
 
 def exec_words(unit_text):
@@ -128,45 +98,20 @@ FAILED = _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
 RESTARTING = _service.status_from_show(_service.parse_show(SHOW_AUTO_RESTART))
 
 
-@pytest.mark.parametrize('state,same,status,stale,action', [
-    ('started', False, MISSING, False, 'started'),       # new
-    ('started', False, RUNNING, False, 'restarted'),     # changed setting
-    ('started', True, RUNNING, False, 'wait'),           # same: only the health gate decides
-    ('started', True, RESTARTING, False, 'wait'),        # systemd brings it back by itself
-    ('started', True, FAILED, False, 'started'),         # dead (gave up restarting)
-    ('started', False, MISSING, True, 'started'),        # upgrade from the old layout
-    ('restarted', True, RUNNING, False, 'restarted'),
-    ('restarted', True, FAILED, False, 'started'),
-    ('stopped', True, RUNNING, False, 'stopped'),        # removed from the list
-    ('stopped', True, FAILED, False, 'stopped'),         # the unit file goes too
-    ('stopped', True, MISSING, False, 'none'),
-    ('stopped', True, MISSING, True, 'stopped'),         # an old-layout process to convert
+@pytest.mark.parametrize('state,same,status,action', [
+    ('started', False, MISSING, 'started'),       # new
+    ('started', False, RUNNING, 'restarted'),     # changed setting
+    ('started', True, RUNNING, 'wait'),           # same: only the health gate decides
+    ('started', True, RESTARTING, 'wait'),        # systemd brings it back by itself
+    ('started', True, FAILED, 'started'),         # dead (gave up restarting)
+    ('restarted', True, RUNNING, 'restarted'),
+    ('restarted', True, FAILED, 'started'),
+    ('stopped', True, RUNNING, 'stopped'),        # removed from the list
+    ('stopped', True, FAILED, 'stopped'),         # the unit file goes too
+    ('stopped', True, MISSING, 'none'),
 ])
-def test_decide(state, same, status, stale, action):
-    assert _service.decide(state, same, status, stale)[0] == action
-
-
-STAT = ('4682 (mooncake_master) S 1 4682 4682 0 -1 4194560 1000 0 0 0 10 5 0 0 20 0 12 0 %d 1000000 500 '
-        '18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0')
-ARGV = ['/usr/local/bin/mooncake_master', '--port=50088']
-CMDLINE = ['/usr/bin/python3', '/usr/local/bin/mooncake_master', '--port=50088']
-
-
-@pytest.mark.parametrize('recorded,stat,cmdline,ok', [
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ARGV, True),
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5001, ARGV, False),          # pid reused by a later process
-    ({'argv': ARGV, 'starttime': 5000}, STAT % 5000, ['/bin/sleep', '9'], False),
-    ({'argv': ARGV, 'started_at': 1000050.0}, STAT % 5000, CMDLINE, True),  # btime 1e6 + 50 s
-    ({'argv': ARGV, 'started_at': 1000900.0}, STAT % 5000, CMDLINE, False),
-    ({'argv': ARGV}, STAT % 5000, ARGV, False),                             # no start time: never signalled
-    ({'argv': ARGV, 'starttime': 5000}, (STAT % 5000).replace(' S ', ' Z '), ARGV, False),
-])
-def test_the_old_layout_is_matched_by_command_line_and_start_time(recorded, stat, cmdline, ok):
-    assert _service.legacy_match(recorded, stat, cmdline, btime=1000000, clk_tck=100)[0] is ok
-
-
-def test_btime():
-    assert _service.parse_btime('cpu  1 2 3\nbtime 1764600000\nprocesses 12\n') == 1764600000
+def test_decide(state, same, status, action):
+    assert _service.decide(state, same, status)[0] == action
 
 
 def test_a_service_container_gets_only_its_own_npus():
@@ -196,69 +141,6 @@ def test_secrets_in_a_diff_are_names_only():
 
 
 # --- the engine's flow, against an in-memory service manager ------------------------------------------------------
-
-class FakeManager(_service.SystemdBackend):
-    """A service manager in memory: what the engine wrote, whether the service runs, what its journal says."""
-
-    kind = 'fake'
-
-    def __init__(self, crash=False):
-        self.text, self.secret, self.running, self.restarts, self.crash = None, None, False, 0, crash
-        self.calls = []
-
-    def check(self):
-        pass
-
-    def status(self, spec):
-        if self.text is None:
-            return _service.status_from_show(_service.parse_show(SHOW_MISSING))
-        if self.running:
-            return _service.status_from_show(_service.parse_show(SHOW_RUNNING))
-        return _service.status_from_show(_service.parse_show(SHOW_CRASH_LOOP_OVER))
-
-    def current(self, spec):
-        return self.text, self.secret, self.status(spec)
-
-    def apply(self, spec, text, secret, old_text, old_secret, restart):
-        self.calls.append('restart' if restart else 'start')
-        self.text, self.secret, self.running = text, secret, not self.crash
-
-    def stop(self, spec, remove=True):
-        self.calls.append('stop')
-        self.running = False
-        if remove:
-            self.text = self.secret = None
-
-    def logs(self, spec, lines):
-        return 'INFO starting\nValueError: Unsupported connector type: NoSuchConnector\n'
-
-
-def fake_module(check=False):
-    """(module, out): an AnsibleModule whose exit_json / fail_json put their result into ``out`` and raise
-    SystemExit."""
-    from ansible.module_utils import basic
-    from ansible.module_utils.testing import patch_module_args
-    with patch_module_args({'_ansible_check_mode': check}):
-        module = basic.AnsibleModule(argument_spec={}, supports_check_mode=True)
-    out = {}
-
-    def leave(**kw):
-        out.update(kw)
-        raise SystemExit(0)
-    module.exit_json = leave
-    module.fail_json = lambda **kw: leave(failed=True, **kw)
-    return module, out
-
-
-def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
-    module, out = fake_module(check)
-    engine = _service.Engine(module, manager)
-    with pytest.raises(SystemExit):
-        engine.ensure(spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
-                      ready_timeout=0.3, poll_interval=0.05, explain=lambda log: log.splitlines()[-1],
-                      what='vllm instance a')
-    return out
-
 
 def test_engine_new_same_changed_and_check_mode():
     mgr = FakeManager()
@@ -302,20 +184,6 @@ def test_engine_unhealthy_start_is_stopped_and_reported():
 
 
 # --- the systemd backend's calls (systemctl recorded, the unit directory under tmp) ----------------------------------
-
-class Recorder(object):
-    check_mode = False
-
-    def __init__(self):
-        self.calls = []
-
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return '/usr/bin/' + name
-
-    def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
-        self.calls.append(' '.join(argv[1:]))
-        return 0, '', ''
-
 
 def test_systemd_backend_enables_with_the_wants_link_and_reloads_once_per_changed_unit(tmp_path, monkeypatch):
     monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path))
@@ -362,17 +230,15 @@ def test_engine_waits_ready_timeout_from_a_restart_not_from_the_dead_process():
     mgr = RestartingManager()
     mgr.text = _service.SystemdBackend.render(mgr, spec())[0]
     mgr.running = True
-    module, out = fake_module()
-    engine = _service.Engine(module, mgr)
+    module, dummy = fake_module()
     start = [None]
     import time as _time
 
     def healthy_after_a_while():
         start[0] = start[0] or _time.monotonic()
         return _time.monotonic() - start[0] > 0.15
-    with pytest.raises(SystemExit):
-        engine.ensure(spec(), 'started', dict(changed=False), lambda: [('healthy', healthy_after_a_while)],
-                      ready_timeout=0.3, poll_interval=0.02, what='vllm instance a')
+    out = outcome(machine(module, mgr, ready_timeout=0.3, poll_interval=0.02), spec(), 'started',
+                  dict(changed=False), lambda: [('healthy', healthy_after_a_while)])
     assert not out.get('failed'), out.get('msg')
     assert out['health'] == 'healthy' and 'stop' not in mgr.calls
 
@@ -384,12 +250,11 @@ def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_serv
     mgr = FakeManager()
     ensure(mgr)  # started and healthy
     for check in (False, True):
-        module, out = fake_module(check)
-        with pytest.raises(SystemExit):
-            _service.Engine(module, mgr).ensure(
-                spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
-                ready_timeout=0.2, poll_interval=0.05, explain=lambda log: 'not healthy: node3',
-                what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
+        module, dummy = fake_module(check)
+        out = outcome(machine(module, mgr, ready_timeout=0.2, poll_interval=0.05, what='etcd member node1'),
+                      spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
+                      explain=lambda log: 'not healthy: node3',
+                      peer_gate=lambda: [('every member healthy', lambda: False)])
         if check:  # check mode polls no peer
             assert not out.get('failed') and out['health'] == 'healthy'
         else:
@@ -397,15 +262,49 @@ def test_engine_peers_that_fail_fail_the_task_but_never_restart_or_stop_the_serv
             assert 'waiting for: every member healthy' in out['msg'] and 'not healthy: node3' in out['msg']
     assert mgr.calls == ['start'] and mgr.running  # neither restarted nor stopped
     fresh = FakeManager()
-    module, out = fake_module()
-    with pytest.raises(SystemExit):
-        _service.Engine(module, fresh).ensure(
-            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
-            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: False)])
-    assert out['failed'] and fresh.calls == ['start'] and fresh.running
-    module, out = fake_module()
-    with pytest.raises(SystemExit):
-        _service.Engine(module, fresh).ensure(
-            spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)], ready_timeout=0.2,
-            poll_interval=0.05, what='etcd member node1', peer_gate=lambda: [('every member healthy', lambda: True)])
-    assert not out.get('failed') and out['health'] == 'healthy'
+    for peers_ok in (False, True):
+        module, dummy = fake_module()
+        out = outcome(machine(module, fresh, ready_timeout=0.2, poll_interval=0.05, what='etcd member node1'),
+                      spec(), 'started', dict(changed=False), lambda: [('own /health', lambda: True)],
+                      peer_gate=lambda ok=peers_ok: [('every member healthy', lambda: ok)])
+        if peers_ok:
+            assert not out.get('failed') and out['health'] == 'healthy'
+        else:
+            assert out['failed'] and fresh.calls == ['start'] and fresh.running
+
+
+# --- the state machines raise, never exit -------------------------------------------------------------------------
+
+def test_a_failed_start_raises_a_service_error_with_the_fields_a_failed_task_returns():
+    module, dummy = fake_module()  # its exit_json / fail_json fail the test
+    with pytest.raises(_service.ServiceError) as caught:
+        machine(module, FakeManager(crash=True), ready_timeout=0.2, poll_interval=0.05).ensure(
+            spec(), 'started', dict(changed=False), lambda: [('healthy', lambda: False)])
+    fields = caught.value.result
+    assert fields['unit'] == 'kvpool-vllm-a.service' and fields['logs'] == 'journalctl -u kvpool-vllm-a'
+    assert fields['health'] == 'unhealthy' and fields['state'] == 'stopped' and fields['pid'] is None
+    assert 'NoSuchConnector' in fields['log_tail'] and 'kvpool-vllm-a' in str(caught.value)
+
+
+def test_a_success_returns_the_result_and_runs_finish():
+    module, dummy = fake_module()
+    seen = []
+    result = machine(module, FakeManager(), finish=seen.append, ready_timeout=0.3, poll_interval=0.05).ensure(
+        spec(), 'started', dict(changed=False), lambda: [('healthy', lambda: True)])
+    assert result['health'] == 'healthy' and result['action'] == 'started' and seen == [result]
+
+
+def test_no_library_code_exits_the_module():
+    """Only a module's main() calls exit_json / fail_json (issue 31): not module_utils, not plugin_utils."""
+    import glob
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(_service.__file__)))
+    calls = []
+    for path in sorted(glob.glob(os.path.join(root, 'module_utils', '*.py'))
+                       + glob.glob(os.path.join(root, 'plugin_utils', '*.py'))):
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if re.search(r'\.(exit|fail)_json\(', line):
+                    calls.append('%s:%d' % (os.path.basename(path), number))
+    assert calls == []

@@ -12,56 +12,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import time
-
-import pytest
-
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service import fake_module
-
-TEMPLATE = 'vllm-ascend'
-BINDS = ['/usr/local/dcmi:/usr/local/dcmi', '/etc/hccn.conf:/etc/hccn.conf', '/root/.cache:/root/.cache']
-DEVICES = ['/dev/davinci%d' % i for i in range(4)] + ['/dev/davinci_manager', '/dev/devmm_svm', '/dev/hisi_hdc']
-TEMPLATE_DOC = {
-    'Image': 'sha256:0123', 'Config': {'Image': 'quay.io/ascend/vllm-ascend:v0.22.1rc1'},
-    'HostConfig': {'Binds': BINDS, 'ShmSize': 1024 ** 3,
-                   'Devices': [{'PathOnHost': d, 'PathInContainer': d, 'CgroupPermissions': 'rwm'} for d in DEVICES]},
-}
-
-
-def docker_now(offset=0.0):
-    """A docker timestamp (RFC 3339, nanoseconds, UTC) ``offset`` seconds from now."""
-    t = time.time() + offset
-    return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(t)) + ('.%09dZ' % int((t % 1) * 1e9))
-
-
-def container_doc(status='running', exit_code=0, restarts=0, started=None, env=(), label=None):
-    return {'State': {'Status': status, 'Running': status in ('running', 'restarting'), 'Pid': 77 if status ==
-                      'running' else 0, 'ExitCode': exit_code, 'StartedAt': started or docker_now(-1.0)},
-            'RestartCount': restarts, 'HostConfig': {'RestartPolicy': {'Name': 'on-failure', 'MaximumRetryCount': 5}},
-            'Config': {'Env': list(env), 'Labels': {_service.SPEC_LABEL: label} if label else {}}}
-
-
-class NoModule(object):
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return None
-
-
-class FakeDocker(_service.DockerBackend):
-    """DockerBackend with `docker inspect` / `docker logs` answered from memory; any other docker call is an error."""
-
-    def __init__(self, module, containers=None):
-        super(FakeDocker, self).__init__(module or NoModule(), TEMPLATE)
-        self.containers = dict(containers or {})
-        self.containers.setdefault(TEMPLATE, TEMPLATE_DOC)
-
-    def inspect(self, name):
-        return self.containers.get(name)
-
-    def run(self, argv, env=None, check=True):
-        if argv[1] == 'logs':
-            return 0, 'INFO starting\nValueError: Unsupported connector type: NoSuchConnector\n', ''
-        raise AssertionError('the backend ran %s; only docker_container may change containers' % argv)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.service_fakes import (
+    BINDS,
+    DEVICES,
+    TEMPLATE,
+    FakeDocker,
+    container_doc,
+    docker_now,
+    fake_module,
+    machine,
+    outcome,
+)
 
 
 def spec(**kw):
@@ -73,14 +35,11 @@ def spec(**kw):
 
 
 def step(backend, name, state='started', check=False, healthy=True, wait=True, **spec_kw):
-    module, out = fake_module(check)
+    module, dummy = fake_module(check)
     backend.module = module
-    with pytest.raises(SystemExit):
-        _service.Engine(module, backend).ensure(
-            spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)], wait=wait,
-            ready_timeout=0.5, poll_interval=0.05, explain=lambda log: log.splitlines()[-1],
-            what='vllm instance a', step=name)
-    return out
+    return outcome(machine(module, backend, step=name, wait=wait, ready_timeout=0.5, poll_interval=0.05),
+                   spec(**spec_kw), state, dict(changed=False), lambda: [('healthy', lambda: healthy)],
+                   explain=lambda log: log.splitlines()[-1])
 
 
 def test_the_definition_is_the_templates_image_mounts_and_only_the_services_own_npus():

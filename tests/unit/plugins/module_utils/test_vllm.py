@@ -9,30 +9,12 @@ __metaclass__ = type
 
 import hashlib
 import json
-import os
 
 import pytest
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared, _vllm
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
-
-# The role's defaults: the guide's instance on the guide's release.
-GUIDE = dict(
-    version='v0.22.1rc1', npu_type='a2', model_path='/root/.cache/Qwen2.5-72B-Instruct', served_model_name='qwen',
-    dtype='bfloat16', max_model_len=25600, max_num_batched_tokens=4096, gpu_memory_utilization=0.9,
-    listen_host='90.90.100.188', host_ip='90.90.100.188', kv_connector='', kv_role='kv_both',
-    kv_connector_extra_config={'use_layerwise': False, 'load_async': True}, register_buffer=None,
-    ascend_buffer_pool='', kv_transfer_extra={}, environment={}, python_hash_seed='0',
-    ld_library_path=[], mooncake_config_path='/etc/ascend-kvpool/mooncake.json',
-    extra_args=[], reserved_ports={},
-)
-ONE = [{'devices': [0, 1, 2, 3], 'port': 8002}]
-
-
-def plan(instances=None, **settings):
-    s = dict(GUIDE)
-    s.update(settings)
-    return vllm_plan.plan_instances(ONE if instances is None else instances, s, 'node1')
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import plan
 
 
 # --- versions ------------------------------------------------------------------------------------------------
@@ -324,17 +306,7 @@ def test_probe_host(host, probe):
 def test_format_host_port():
     assert _vllm.format_host_port('10.0.0.1', 8002) == '10.0.0.1:8002'
     assert _vllm.format_host_port('fe80::1', 8002) == '[fe80::1]:8002'
-    assert _vllm.format_host_port is _mooncake.format_host_port  # one rule for every endpoint
-
-
-def test_stat_fields_of_a_real_process_and_of_odd_names():
-    with open('/proc/%d/stat' % os.getpid()) as fh:
-        line = fh.read()
-    assert _vllm.stat_state(line) in ('R', 'S')
-    assert _vllm.stat_starttime(line) > 0
-    odd = '123 (vllm serve) x) S 1 123 123 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0'
-    assert _vllm.stat_state(odd) == 'S' and _vllm.stat_starttime(odd) == 98765
-    assert _vllm.stat_starttime('garbage') is None and _vllm.stat_state('') is None
+    assert _vllm.format_host_port is _shared.format_host_port  # one rule for every endpoint
 
 
 def test_log_errors_finds_the_fatal_lines():
@@ -446,13 +418,3 @@ def test_main_error_prefers_the_root_cause():
                                      "failed. See root cause above. Failed core proc(s): {})")
     assert _vllm.main_error('ValueError: x\n') == 'ValueError: x'
     assert _vllm.main_error('all fine\n') is None
-
-
-def test_managed_names_are_the_directories_holding_a_settings_file():
-    out = ('/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm//vllm-8003/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/vllm-8002/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/not ours/settings.json\n'
-           '/var/lib/ascend-kvpool/vllm/vllm-8004/settings.json.tmp\n')
-    assert _vllm.managed_names(out) == ['vllm-8002', 'vllm-8003']
-    assert _vllm.managed_names('') == [] and _vllm.managed_names(None) == []

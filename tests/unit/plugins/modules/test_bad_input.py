@@ -133,7 +133,7 @@ def test_other_arguments_are_not_taken_for_the_key(arg):
 
 def test_vllm_server_refuses_an_abbreviated_key_flag_without_showing_the_key(capsys, tmp_path):
     res = run_module(capsys, vllm_server.main, {'name': 'i1', 'model': '/m', 'port': 8002,
-                                                'state_dir': str(tmp_path), 'extra_args': ['--api_ke', 'sk-secret']})
+                                                'extra_args': ['--api_ke', 'sk-secret']})
     assert res['failed'] and '--api_ke' in res['msg'] and 'sk-secret' not in json.dumps(res)
 
 
@@ -144,23 +144,33 @@ def test_an_unexpected_exception_names_the_module_and_its_input_and_masks_secret
 
     with patch_module_args({'path': '/x', 'token': 'sk-hidden', '_ansible_module_name': 'demo'}):
         module = AnsibleModule(argument_spec={'path': {'type': 'str'}, 'token': {'type': 'str', 'no_log': True}})
+        failed, res = _errors.outcome(module, explode, module)
         with pytest.raises(SystemExit):
-            _errors.guard(module, explode, module)
+            module.fail_json(**res)  # as main() does: masks the no_log values
     res = json.loads(capsys.readouterr().out)
-    assert res['failed'] and 'ascend.kvpool.demo failed unexpectedly (RuntimeError: boom /x)' in res['msg']
+    assert failed and res['failed'] and 'ascend.kvpool.demo failed unexpectedly (RuntimeError: boom /x)' in res['msg']
     assert "path='/x'" in res['msg'] and 'sk-hidden' not in json.dumps(res)
 
 
-def test_the_collections_own_error_is_a_plain_failure(capsys):
+def test_the_collections_own_error_is_a_plain_failure():
     def body():
         raise KvpoolError('option x: wrong, use y')
 
     with patch_module_args({}):
         module = AnsibleModule(argument_spec={})
-        with pytest.raises(SystemExit):
-            _errors.guard(module, body)
-    res = json.loads(capsys.readouterr().out)
-    assert res['failed'] and res['msg'] == 'option x: wrong, use y' and 'exception' not in res
+        failed, res = _errors.outcome(module, body)
+    assert failed and res['msg'] == 'option x: wrong, use y' and 'exception' not in res
+
+
+def test_the_collections_own_error_keeps_the_result_fields_it_carries():
+    def body():
+        raise KvpoolError('unit u: failed start', result=dict(unit='u.service', logs='journalctl -u u'))
+
+    with patch_module_args({}):
+        module = AnsibleModule(argument_spec={})
+        assert _errors.outcome(module, body) == (True, dict(msg='unit u: failed start', unit='u.service',
+                                                            logs='journalctl -u u'))
+        assert _errors.outcome(module, lambda: dict(changed=False)) == (False, dict(changed=False))
 
 
 @pytest.mark.parametrize('value', ['ok', 'a.b_c-1', '1'])

@@ -4,7 +4,7 @@
 """Bad input to the network modules (docs/bad-input.md): npu-smi output that is not what npu-smi prints, an
 /etc/hccn.conf that is not a readable text file or that hccn_tool would read differently from what it seems to say,
 and arguments out of range. Each is a clear failure or a finding that names the file or option, never a wrong
-success, a traceback or a hang. Tool answers come from recorded fixtures (test_network_modules.Node)."""
+success, a traceback or a hang. Tool answers come from recorded fixtures (network_node.Node)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,8 +16,7 @@ import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import hccn_facts, hccn_ping, npu_smi_facts
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import read_answer
-
-from test_network_modules import ONE_NPU_LIST, Node, run_module  # noqa: E402 (same directory)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.network_node import ONE_NPU_LIST, Node, run_module
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ option (or directory) and the value, before anything is written, started or remo
 wrong success or a file outside the module's own directories (docs/bad-input.md lists them).
 
 Runs on localhost, without systemd: the modules run over the in-memory service manager of
-test_service_modules.py, the engine's systemd backend over a recorded systemctl with its unit and secrets
+service_harness.py, the engine's systemd backend over a recorded systemctl with its unit and secrets
 directories under tmp. A read-only filesystem is SIMULATED (``os.statvfs`` reports ``ST_RDONLY``, ``mkdir`` fails
 with EROFS): the tests run as root, and root can write anywhere else.
 """
@@ -20,7 +20,6 @@ import errno
 import json
 import os
 import sys
-import threading
 
 import pytest
 from hypothesis import given, settings
@@ -29,12 +28,12 @@ from hypothesis import strategies as st
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import test_service as engine_tests
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
-# The in-memory service manager of test_service_modules, patched in for both service modules.
+# The in-memory service manager of service_harness, patched in for both service modules.
 mgr = svc.manager
 
 
@@ -164,89 +163,6 @@ def test_mooncake_master_arguments(mgr, capsys, args, expected):
     assert mgr.calls == [] and mgr.text is None
 
 
-# --- state_dir of the old layout (vllm_server, mooncake_master) ---------------------------------------------------
-def state_dir_cases(tmp_path):
-    afile = tmp_path / 'afile'
-    afile.write_text('not a directory')
-    link = tmp_path / 'link-to-etc'
-    os.symlink('/etc', str(link))
-    return {
-        'a file': (str(afile), 'state_dir=%s is a file, not a directory' % afile),
-        'below a file': (str(afile / 'vllm'), 'state_dir=%s is below %s, which is a file' % (afile / 'vllm', afile)),
-        'a link to /etc': (str(link), 'state_dir=%s leads through a symlink to /etc, a system directory' % link),
-        '/etc itself': ('/etc', 'state_dir=/etc is a system directory'),
-        'relative': ('var/lib/vllm', 'state_dir=var/lib/vllm is not an absolute path'),
-    }
-
-
-@pytest.mark.parametrize('case', ['a file', 'below a file', 'a link to /etc', '/etc itself', 'relative'])
-@pytest.mark.parametrize('module', ['vllm_server', 'mooncake_master'])
-def test_a_state_dir_that_cannot_be_the_modules_own_fails_naming_it(mgr, capsys, tmp_path, case, module):
-    path, expected = state_dir_cases(tmp_path)[case]
-    if module == 'vllm_server':
-        res = vllm(capsys, state_dir=path, stop_unlisted=['qwen-a'])
-    else:
-        res = master(mgr, capsys, state_dir=path)
-    assert res['failed'] and expected in res['msg'], res['msg']
-    assert mgr.calls == [] and mgr.text is None
-
-
-def test_a_state_dir_linked_to_etc_never_removes_files_there(mgr, capsys, tmp_path, monkeypatch):
-    # The old layout's "settings.json" under a state_dir that leads into a system directory (here a stand-in for
-    # /etc: the check looks at where the link leads) is never read nor removed.
-    fake_etc = tmp_path / 'etc'
-    (fake_etc / 'qwen-b').mkdir(parents=True)
-    precious = fake_etc / 'qwen-b' / 'settings.json'
-    precious.write_text('{"theme": "dark"}')
-    link = tmp_path / 'state'
-    os.symlink(str(fake_etc), str(link))
-    monkeypatch.setattr(_validate, 'SYSTEM_DIRS', _validate.SYSTEM_DIRS + (str(fake_etc),))
-    res = vllm(capsys, state_dir=str(link), stop_unlisted=['qwen-a'])
-    assert res['failed'] and 'leads through a symlink to %s, a system directory' % fake_etc in res['msg']
-    assert precious.read_text() == '{"theme": "dark"}'
-
-
-def test_old_layout_files_that_are_not_its_records_are_left_alone(mgr, capsys, tmp_path):
-    state = tmp_path / 'state'
-    (state / 'qwen-a').mkdir(parents=True)
-    (state / 'qwen-a' / 'settings.json').write_text('["a JSON list, not a record"]')
-    (state / 'not an instance name').mkdir()
-    (state / 'not an instance name' / 'settings.json').write_text('{}')
-    res = vllm(capsys, state_dir=str(state), stop_unlisted=['qwen-a'])
-    assert res.get('changed') and res['stopped_unlisted'] == [], res
-    assert (state / 'qwen-a' / 'settings.json').exists()
-    assert (state / 'not an instance name' / 'settings.json').exists()
-
-
-def test_an_old_layout_record_that_is_a_fifo_does_not_hang(mgr, capsys, tmp_path):
-    state = tmp_path / 'state'
-    (state / 'qwen-a').mkdir(parents=True)
-    os.mkfifo(str(state / 'qwen-a' / 'settings.json'))
-    os.mkfifo(str(state / 'qwen-a' / 'vllm.pid'))
-    out = {}
-    worker = threading.Thread(target=lambda: out.update(res=vllm(capsys, state_dir=str(state))))
-    worker.daemon = True
-    worker.start()
-    worker.join(20)
-    assert not worker.is_alive(), 'vllm_server hung on a FIFO in the old layout'
-    assert out['res']['changed'] and out['res']['action'] == 'started', out['res'].get('msg')
-
-
-def test_old_layout_files_on_a_read_only_filesystem_fail_naming_them(mgr, capsys, tmp_path, monkeypatch):
-    state = tmp_path / 'state'
-    state.mkdir()
-    # A record of a process that is gone: its files are to be removed, which the (SIMULATED) read-only
-    # filesystem refuses. That is a failure naming the file, never a success that leaves them for every later run.
-    (state / 'settings.json').write_text(json.dumps({'pid': 2 ** 22 + 7, 'argv': ['mooncake_master']}))
-    (state / 'mooncake_master.pid').write_text('%d\n' % (2 ** 22 + 7))
-    simulate_read_only(monkeypatch, state)
-    res = master(mgr, capsys, state_dir=str(state))
-    assert res['failed'] and 'mooncake_master: the old layout\'s %s cannot be removed' % (
-        state / 'mooncake_master.pid') in res['msg'], res['msg']
-    assert 'read-only filesystem' in res['msg'] and mgr.calls == []
-    assert (state / 'settings.json').exists()
-
-
 # --- the engine's own directories (unit files, secrets) ------------------------------------------------------------
 SHOW_LOADED = 'LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=enabled\n'
 
@@ -264,7 +180,7 @@ class Systemctl(engine_tests.Recorder):
 
 
 def engine_start(secret=True, state='started', show=''):
-    """The engine's ensure (test_service's) on the real systemd backend over a recorded systemctl; the unit and
+    """The state machine's ensure (service_fakes') on the real systemd backend over a recorded systemctl; the unit and
     secrets directories are the test's."""
     systemctl = Systemctl(show)
     res = engine_tests.ensure(_service.SystemdBackend(systemctl), state=state,

@@ -1,7 +1,7 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""vllm_router and vllm_router_check on localhost, over the in-memory service manager of test_service_modules.py:
+"""vllm_router and vllm_router_check on localhost, over the in-memory service manager of service_harness.py:
 bad input fails before a unit is written, the gate needs every worker listed healthy AND answering itself, the
 render probe and the spread verdict. The router and the workers here are small HTTP servers of this test
 (SIMULATED: they answer as vllm-router 0.1.17 and vLLM do in the recorded fixtures, fixtures/router/)."""
@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import vllm_router, vllm_router_check
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import test_service_modules as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 run = svc.run

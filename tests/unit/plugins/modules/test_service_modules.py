@@ -25,70 +25,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _service
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, vllm_server
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.service_harness import master, vllm
 
 KEY = 'sk-unit-test-key-0123456789'
 OTHER_KEY = 'sk-unit-test-key-abcdefghij'
-
-
-class Manager(_service.SystemdBackend):
-    """A service manager in memory: the unit and secret the engine wrote, and whether the service runs."""
-
-    kind = 'fake'
-
-    def __init__(self):
-        self.text, self.secret, self.running, self.calls = None, None, False, []
-        self.on_start = None
-
-    def check(self):
-        pass
-
-    def status(self, spec):
-        lines = ['LoadState=%s' % ('loaded' if self.text else 'not-found'),
-                 'ActiveState=%s' % ('active' if self.running else 'inactive'),
-                 'SubState=%s' % ('running' if self.running else 'dead'),
-                 'MainPID=%d' % (4242 if self.running else 0), 'NRestarts=0', 'Result=success',
-                 'UnitFileState=%s' % ('enabled' if self.text else ''), 'ExecMainStartTimestampMonotonic=0',
-                 'ExecMainStatus=0']
-        return _service.status_from_show(_service.parse_show('\n'.join(lines) + '\n'))
-
-    def current(self, spec):
-        return self.text, self.secret, self.status(spec)
-
-    def apply(self, spec, text, secret, old_text, old_secret, restart):
-        self.calls.append('restart' if restart else 'start')
-        self.text, self.secret, self.running = text, secret, True
-        if self.on_start:
-            self.on_start()
-
-    def stop(self, spec, remove=True):
-        self.calls.append('stop')
-        self.running = False
-        if remove:
-            self.text = self.secret = None
-
-    def logs(self, spec, lines):
-        return ''
-
-    def list_units(self, prefix):
-        return []  # no other unit of the collection on this host
-
-    # The old layout's processes: every recorded pid is gone here; a signal would be recorded (and never is).
-    def proc_read(self, pid, name):
-        return None
-
-    def boot_time(self):
-        return 0
-
-    def signal(self, pid, group, signum):
-        self.calls.append('signal %s' % pid)
-
-    def gone(self, pid, group):
-        return True
+manager = service_harness.manager  # the fixture: the in-memory service manager, patched into both modules
 
 
 @pytest.fixture
@@ -126,38 +71,6 @@ def stand_in(manager):
     if state['srv'] is not None:
         state['srv'].shutdown()
         state['srv'].server_close()
-
-
-@pytest.fixture
-def manager(monkeypatch, tmp_path):
-    mgr = Manager()
-    for mod in (vllm_server, mooncake_master):
-        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: mgr)
-    binary = tmp_path / 'mooncake_master'
-    binary.write_text('#!/bin/sh\n')
-    binary.chmod(0o755)
-    mgr.tmp = tmp_path
-    return mgr
-
-
-def run(module, capsys, check=False, diff=False, **params):
-    if check:
-        params['_ansible_check_mode'] = True
-    if diff:
-        params['_ansible_diff'] = True
-    with patch_module_args(params):
-        with pytest.raises(SystemExit):
-            module.main()
-    return json.loads(capsys.readouterr().out)
-
-
-def vllm(capsys, **args):
-    args.setdefault('port', free_port())
-    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
-                  binary=sys.executable, state_dir='/nonexistent/state', ready_timeout=5,
-                  poll_interval=0.02, stop_timeout=5)
-    params.update(args)
-    return run(vllm_server, capsys, **params)
 
 
 # --- vllm_server ---------------------------------------------------------------------------------------------------
@@ -248,13 +161,6 @@ def test_stop_removes_the_unit(manager, capsys):
 
 # --- mooncake_master -----------------------------------------------------------------------------------------------
 
-def master(manager, capsys, **args):
-    params = dict(binary=str(manager.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
-                  state_dir='/nonexistent/state', ready_timeout=1, poll_interval=0.02, stop_timeout=5)
-    params.update(args)
-    return run(mooncake_master, capsys, **params)
-
-
 def test_master_missing_binary_and_bad_params_fail_before_any_unit(manager, capsys):
     res = master(manager, capsys, binary='no_such_mooncake_master')
     assert res['failed'] and 'no_such_mooncake_master not found on the host' in res['msg']
@@ -290,7 +196,7 @@ def test_master_unit_spells_the_flags_of_the_declared_release(manager, capsys, v
 
 @pytest.fixture
 def docker(monkeypatch):
-    from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_service_docker import FakeDocker
+    from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.service_fakes import FakeDocker
     made = {}
 
     def backend_for(module, container=None):

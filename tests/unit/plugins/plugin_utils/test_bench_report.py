@@ -10,6 +10,8 @@ __metaclass__ = type
 
 import copy
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,10 @@ import yaml
 from ansible_collections.ascend.kvpool.plugins.filter import kvpool_benchmark as plan_filter
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import instance_plans  # noqa: E402
 
 HINT = 'PYTHONHASHSEED mismatch or pool not shared'
 
@@ -75,7 +81,8 @@ def test_the_guides_run_passes_every_check():
                                                       'step3_cross_node_hits', 'ttft_order']
     assert report['ttft_ms']['step1']['median'] == 2250.0 and report['ttft_ms']['step3']['median'] == 940.0
     assert report['simulated'] and report['label'] == 'SIMULATED (vllm stand-in) lab'
-    assert report['summary'][0] == 'KV pool TTFT benchmark [SIMULATED (vllm stand-in) lab]: as in the guide'
+    assert report['summary'][0].startswith('KV pool TTFT benchmark [')
+    assert_names(report['summary'][0], 'SIMULATED', 'vllm stand-in', 'lab', 'as in the guide')
     assert report['steps'][3]['reference_ttft_ms'] == 948
     assert report['steps'][1]['reference_ttft_ms'] is None
     json.dumps(report)
@@ -95,12 +102,11 @@ def test_test_equipment_is_named_and_never_hardware_figures(tmp_path):
                                      test_equipment='real vLLM engine (CPU build, tiny model)')
     assert not real['simulated'] and real['test_equipment'] == 'real vLLM engine (CPU build, tiny model)'
     assert real['label'] == 'real vLLM engine (CPU build, tiny model), mock nodes'
-    assert real['summary'][0].startswith(
-        'KV pool TTFT benchmark [real vLLM engine (CPU build, tiny model), mock nodes]')
+    assert_names(real['summary'][0], 'KV pool TTFT benchmark', 'real vLLM engine (CPU build, tiny model), mock nodes')
     markdown = bench_report.render_markdown(real)
     assert 'SIMULATED' not in markdown
-    assert ('> **TEST EQUIPMENT, real vLLM engine (CPU build, tiny model)**: a real engine and the real Mooncake pool, '
-            'but not the hardware the guide measured. Its timings are not hardware figures.') in markdown
+    assert_names(markdown, '**TEST EQUIPMENT, real vLLM engine (CPU build, tiny model)**', 'not the hardware the guide',
+                 'not hardware figures')
     assert '| this run (real vLLM engine (CPU build, tiny model)), median |' in markdown
     stand_in = bench_report.build_report(guide_run(), SETTINGS, label='lab', test_equipment='real vLLM engine')
     assert stand_in['simulated'] and stand_in['test_equipment'] == ''
@@ -169,7 +175,8 @@ def test_chart_is_a_png(tmp_path):
 # --- the plan filter ------------------------------------------------------------------------------------------------
 HOSTVARS = {
     'node1': {'ansible_host': '10.0.0.11', 'vllm_instance_instances': [{'devices': [0, 1, 2, 3], 'port': 8002},
-                                                                       {'name': 'second', 'port': 8003}],
+                                                                       {'name': 'second', 'port': 8003,
+                                                                        'devices': [4]}],
               'vllm_instance_model_path': '/models/qwen'},
     'node2': {'ansible_host': '10.0.0.12'},
     'node3': {'ansible_host': 'fe80::3', 'vllm_instance_listen_host': '0.0.0.0', 'mooncake_master_metrics_port': 9100},
@@ -180,8 +187,12 @@ _SHARED = yaml.safe_load((Path(__file__).resolve().parents[4] / 'roles/kvpool_de
 DEFAULTS = {'defaults': dict((k, _SHARED['kvpool_defaults_' + k]) for k in bench_plan.DEFAULT_KEYS)}
 
 
+# Every node planned as role vllm_instance plans it (benchmark.yml's first play).
+PLANNED = instance_plans.planned(HOSTVARS)
+
+
 def _plan(settings, hostvars=None, groups=None):
-    return plan_filter.kvpool_benchmark_plan(dict(DEFAULTS, **settings), HOSTVARS if hostvars is None else hostvars,
+    return plan_filter.kvpool_benchmark_plan(dict(DEFAULTS, **settings), PLANNED if hostvars is None else hostvars,
                                              GROUPS if groups is None else groups)
 
 
@@ -223,6 +234,13 @@ def test_plan_overrides():
 def test_plan_errors_name_the_variable(settings, words):
     plan = _plan(settings, groups=dict(GROUPS, one=['node1']))
     assert any(words in e for e in plan['errors']), plan['errors']
+
+
+def test_a_host_without_a_plan_is_named_with_the_fix():
+    plan = _plan({}, hostvars=HOSTVARS)
+    assert any('node1 has no vllm_instance_plan' in e and 'benchmark.yml' in e for e in plan['errors']), plan['errors']
+    assert _plan({'instance1': {'url': 'http://10.1.1.1:9000'}, 'instance2': {'url': 'http://10.1.1.2:9000'}},
+                 hostvars=HOSTVARS)['errors'] == []
 
 
 def test_plan_without_the_shared_defaults_is_refused_by_name():
@@ -275,7 +293,7 @@ def test_action_plugin_writes_json_markdown_and_png(tmp_path):
     assert (out / 'kvpool_benchmark.png').read_bytes()[:4] == b'\x89PNG'
     assert '| this run (SIMULATED), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in \
         (out / 'kvpool_benchmark.md').read_text()
-    assert 'KV pool TTFT benchmark [SIMULATED (vllm stand-in) unit]: as in the guide' in proc.stdout
+    assert_names(proc.stdout, 'KV pool TTFT benchmark', 'SIMULATED (vllm stand-in) unit', 'as in the guide')
 
 
 def test_action_plugin_in_check_mode_without_traffic_writes_nothing(tmp_path):
@@ -305,7 +323,7 @@ def test_server_ttft_is_shown_next_to_the_clients_and_a_gap_over_10_percent_is_f
     flag = report['ttft_flags'][0]
     assert flag['client_mean_ms'] == 756.0 and '+14.0%' in flag['message'] and 'instance1' in flag['message']
     assert any(line.startswith('  FLAG client_server_ttft: TTFT2') for line in report['summary'])
-    assert 'server TTFT mean 2250.0 / p50 2200.0 / p90 2900.0 ms (client +5.0%)' in report['summary'][1]
+    assert_names(report['summary'][1], 'server TTFT', 'mean 2250.0', 'p50 2200.0', 'p90 2900.0', 'client +5.0%')
     assert 'server TTFT -' in report['summary'][4]
     markdown = bench_report.render_markdown(report)
     assert '| 2250.0 / 2200.0 / 2900.0 | +5.0% |' in markdown
@@ -341,7 +359,7 @@ def test_routing_comparison_adds_up_both_instances_and_prints_the_ratios():
     assert comp['device_hit_rate'] == {'round_robin': 0.3, 'policy': 0.75}
     assert comp['median_ttft_ratio'] == 0.75 and comp['device_hit_rate_ratio'] == 2.5 and comp['goal_met']
     text = '\n'.join(report['summary'])
-    assert 'routing cache_aware vs round robin: median TTFT x0.750, device hit rate x2.500 (goal' in text
+    assert_names(text, 'cache_aware vs round robin', 'median TTFT x0.750', 'device hit rate x2.500')
     assert 'served: instance1 40, instance2 24' in text
     markdown = bench_report.render_markdown(report)
     assert '## Through the router' in markdown and '**met**' in markdown

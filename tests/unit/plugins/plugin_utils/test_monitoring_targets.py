@@ -1,24 +1,35 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The Prometheus targets of the kvpool_monitoring role (plugins/plugin_utils/monitoring.py)."""
+"""The Prometheus targets of the kvpool_monitoring role (plugins/plugin_utils/monitoring.py), from the instances'
+plans (the fact vllm_instance_plan, computed here as role vllm_instance does: tests/unit/plugins/instance_plans.py)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import sys
+
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import monitoring
 
-DEFAULTS = {'node_group': 'npu_nodes', 'master_group': 'mooncake_master', 'instance_port': 8002,
-            'master_metrics_port': 9003}
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import instance_plans  # noqa: E402
+
+DEFAULTS = {'node_group': 'npu_nodes', 'master_group': 'mooncake_master', 'master_metrics_port': 9003,
+            'router_group': 'kvpool_router', 'router_prometheus_port': 29000}
 GROUPS = {'npu_nodes': ['node1', 'node2'], 'mooncake_master': ['node1']}
 
 
-def plan(hostvars, groups=None, **settings):
+def plan(hostvars, groups=None, unplanned=(), **settings):
+    """The targets, with every node of the node group planned (but ``unplanned``) as the vllm_instance role does."""
     settings.setdefault('defaults', DEFAULTS)
-    return monitoring.monitoring_targets(settings, hostvars, GROUPS if groups is None else groups)
+    groups = GROUPS if groups is None else groups
+    nodes = [h for h in groups.get('npu_nodes', []) if h not in unplanned]
+    hostvars = instance_plans.planned(dict(dict((h, {}) for h in nodes), **hostvars), nodes)
+    return monitoring.monitoring_targets(settings, hostvars, groups)
 
 
 def test_the_guide_two_nodes_one_master_one_instance_each():
@@ -52,14 +63,13 @@ def test_instances_names_ports_listen_hosts_and_stopped_ones_from_the_inventory(
     ]
 
 
-def test_the_published_plan_fact_wins_over_the_inventory():
-    hostvars = {'node1': {'ansible_host': '10.0.0.1',
-                          'vllm_instance_instances': [{'devices': [0], 'port': 1}],
-                          'vllm_instance_plan': {'instances': [
-                              {'name': 'a', 'port': 18002, 'host': '10.0.0.1', 'state': 'started'},
-                              {'name': 'z', 'port': 18003, 'host': '10.0.0.1', 'state': 'stopped'}]}}}
-    out = plan(hostvars, groups={'npu_nodes': ['node1'], 'mooncake_master': ['node1']})
+def test_the_targets_are_the_plans_instances_and_a_host_without_a_plan_is_named():
+    hostvars = {'node1': {'ansible_host': '10.0.0.1', 'vllm_instance_instances': [
+        {'devices': [0], 'port': 18002, 'name': 'a'}, {'devices': [1], 'port': 18003, 'state': 'stopped'}]}}
+    out = plan(hostvars, groups={'npu_nodes': ['node1', 'node2'], 'mooncake_master': ['node1']}, unplanned=['node2'])
     assert [g['targets'][0] for g in out['vllm_instance']] == ['10.0.0.1:18002']
+    assert len(out['errors']) == 1
+    assert 'node2: no vllm_instance_plan' in out['errors'][0] and 'monitoring.yml' in out['errors'][0]
 
 
 def test_master_metrics_port_and_address_of_the_master_host():
@@ -134,8 +144,6 @@ def test_the_router_is_scraped_where_the_role_binds_its_metrics():
     ({'labels': {'role': 'x'}}, {}, None, 'set by the role itself'),
     ({'labels': {'bad-name': 'x'}}, {}, None, 'not valid Prometheus label name'),
     ({}, {'node1': {'mooncake_master_metrics_port': 'nine'}}, None, 'mooncake_master_metrics_port'),
-    ({}, {'node2': {'vllm_instance_instances': {'port': 1}}}, None, 'not a list'),
-    ({}, {'node2': {'vllm_instance_instances': [{'port': 70000}]}}, None, 'port 70000'),
     ({}, {'node1': {'ansible_host': '10.0.0.1'}, 'node2': {'ansible_host': '10.0.0.1'}}, None, 'already is'),
 ])
 def test_inventory_mistakes_are_named(settings, hostvars, groups, error):
@@ -144,7 +152,7 @@ def test_inventory_mistakes_are_named(settings, hostvars, groups, error):
 
 
 def test_settings_without_the_shared_defaults_are_refused():
-    with pytest.raises(ValueError, match='instance_port'):
+    with pytest.raises(ValueError, match='router_group, router_prometheus_port'):
         monitoring.monitoring_targets({'defaults': {'node_group': 'a', 'master_group': 'b',
                                                     'master_metrics_port': 1}}, {}, {})
     with pytest.raises(ValueError, match='must be a dict'):

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.preflight import adxl_range, preflight_findings
-from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.test_vllm import GUIDE
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import GUIDE
 
 GIB = 1024 ** 3
 RELEASES = ['v0.22.1rc1', 'v0.23.0', 'v0.25.1rc1']

@@ -18,8 +18,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.ascend.kvpool.plugins.action import kvpool_benchmark_report as benchmark_action
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import write_atomic
-
-from test_report_files import run_report_action  # noqa: E402 (same directory, pytest's rootdir-less import)
+from ansible_collections.ascend.kvpool.tests.unit.plugins.plugin_utils.report_actions import run_report_action
 
 
 def test_no_step_ran_is_not_a_success():

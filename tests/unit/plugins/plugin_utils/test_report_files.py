@@ -13,7 +13,6 @@ import os
 
 import pytest
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.kvpool.plugins.action import kvpool_benchmark_report as benchmark_action
 from ansible_collections.ascend.kvpool.plugins.action import npu_network_report as npu_network_action
@@ -24,6 +23,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import 
     write_atomic,
     write_json_report,
 )
+from ansible_collections.ascend.kvpool.tests.unit.plugins.plugin_utils.report_actions import run_report_action
 
 
 def test_writes_the_file_and_creates_its_directory(tmp_path):
@@ -88,20 +88,6 @@ def test_write_json_report_expands_the_path_and_writes_sorted_json(tmp_path, mon
     assert path == str(tmp_path / 'reports' / 'r.json')
     with open(path) as handle:
         assert handle.read() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'
-
-
-class FakeTask(object):
-    def __init__(self, args):
-        self.args = args
-        self.check_mode = False
-
-
-def run_report_action(monkeypatch, plugin_cls, args, task_vars):
-    """A report action as the controller runs it: no connection, the task's arguments validated first."""
-    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
-    plugin = plugin_cls.__new__(plugin_cls)
-    plugin._task = FakeTask(args)
-    return plugin.run(task_vars=task_vars)
 
 
 HOSTVARS = {'node1': {'npu_network_node_result': {'npus': 8}}, 'node2': {'npu_network_node_result': {'npus': 8}}}

@@ -7,23 +7,30 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import sys
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.kvpool.plugins.filter import router as router_filter
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import router_plan
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import instance_plans  # noqa: E402
 
-def plan(*instances):
-    return {'vllm_instance_plan': {'instances': list(instances)}}
+
+def plan(*instances, **hostvars):
+    """One host's variables with its plan, as role vllm_instance makes it from these instances."""
+    hostvars['vllm_instance_instances'] = [dict(i, devices=[n]) for n, i in enumerate(instances)]
+    return instance_plans.planned({'h': hostvars})['h']
 
 
 HOSTVARS = {
-    'node1': dict(plan({'name': 'a', 'host': '172.31.250.11', 'port': 8002},
-                       {'name': 'b', 'host': '172.31.250.11', 'port': 8003, 'state': 'stopped'}),
+    'node1': plan({'name': 'a', 'port': 8002}, {'name': 'b', 'port': 8003, 'state': 'stopped'},
                   ansible_host='172.31.250.11'),
-    'node2': dict(plan({'name': 'a', 'host': '0.0.0.0', 'port': 8002}), ansible_host='172.31.250.12'),
-    'node3': dict(plan({'name': 'a', 'host': '::', 'port': 8002}), ansible_host='fd00::3'),
+    'node2': plan({'name': 'a', 'listen_host': '0.0.0.0', 'port': 8002}, ansible_host='172.31.250.12'),
+    'node3': plan({'name': 'a', 'listen_host': '::', 'port': 8002}, ansible_host='fd00::3'),
 }
 
 
@@ -40,8 +47,10 @@ def test_explicit_urls_win():
     (['node1', 'nodeX'], HOSTVARS, 'nodeX of the worker group have no vllm_instance_plan'),
     ([], HOSTVARS, 'no instance to route to on the worker group'),
     (['node1'], {'node1': plan({'name': 'a', 'port': 8002, 'state': 'stopped'})}, 'every one is stopped'),
-    (['node1'], {'node1': plan({'name': 'lo', 'host': '127.0.0.1', 'port': 8002})},
+    (['node1'], {'node1': plan({'name': 'lo', 'listen_host': '127.0.0.1', 'port': 8002})},
      'instance lo of host node1 listens on 127.0.0.1 only'),
+    (['node1'], {'node1': plan({'name': 'lo', 'listen_host': '[::1]', 'port': 8002})},
+     'instance lo of host node1 listens on ::1 only'),
 ])
 def test_errors_name_the_host_and_the_fix(hosts, hostvars, words):
     with pytest.raises(router_plan.RouterPlanError, match='kvpool_router') as err:

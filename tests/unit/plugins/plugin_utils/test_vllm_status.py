@@ -11,9 +11,12 @@ __metaclass__ = type
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 
+# Where each answers comes from the plan's one rule (instance_where): a wildcard is polled at loopback.
 PLAN = {'instances': [
-    {'name': 'a', 'port': 8002, 'devices_text': '0-3', 'served_model_name': 'qwen', 'host': '0.0.0.0'},
-    {'name': 'b', 'port': 8003, 'devices_text': '4-7', 'model': '/models/qwen', 'host': '10.0.0.1'},
+    dict({'name': 'a', 'port': 8002, 'devices_text': '0-3', 'served_model_name': 'qwen', 'host': '0.0.0.0'},
+         **vllm_plan.instance_where('0.0.0.0', 8002, '10.0.0.1')),
+    dict({'name': 'b', 'port': 8003, 'devices_text': '4-7', 'model': '/models/qwen', 'host': '10.0.0.1'},
+         **vllm_plan.instance_where('10.0.0.1', 8003, '10.0.0.1')),
 ]}
 
 

@@ -1,0 +1,101 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""vllm_server and mooncake_master run as modules over an in-memory service manager (``Manager``, fixture
+``manager``): shared by the tests of the service modules, their bad input and the router's modules."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _service
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, vllm_server
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
+
+
+class Manager(_service.SystemdBackend):
+    """A service manager in memory: the unit and secret the engine wrote, and whether the service runs."""
+
+    kind = 'fake'
+
+    def __init__(self):
+        self.text, self.secret, self.running, self.calls = None, None, False, []
+        self.on_start = None
+
+    def check(self):
+        pass
+
+    def status(self, spec):
+        lines = ['LoadState=%s' % ('loaded' if self.text else 'not-found'),
+                 'ActiveState=%s' % ('active' if self.running else 'inactive'),
+                 'SubState=%s' % ('running' if self.running else 'dead'),
+                 'MainPID=%d' % (4242 if self.running else 0), 'NRestarts=0', 'Result=success',
+                 'UnitFileState=%s' % ('enabled' if self.text else ''), 'ExecMainStartTimestampMonotonic=0',
+                 'ExecMainStatus=0']
+        return _service.status_from_show(_service.parse_show('\n'.join(lines) + '\n'))
+
+    def current(self, spec):
+        return self.text, self.secret, self.status(spec)
+
+    def apply(self, spec, text, secret, old_text, old_secret, restart):
+        self.calls.append('restart' if restart else 'start')
+        self.text, self.secret, self.running = text, secret, True
+        if self.on_start:
+            self.on_start()
+
+    def stop(self, spec, remove=True):
+        self.calls.append('stop')
+        self.running = False
+        if remove:
+            self.text = self.secret = None
+
+    def logs(self, spec, lines):
+        return ''
+
+    def list_units(self, prefix):
+        return []  # no other unit of the collection on this host
+
+
+@pytest.fixture
+def manager(monkeypatch, tmp_path):
+    mgr = Manager()
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: mgr)
+    binary = tmp_path / 'mooncake_master'
+    binary.write_text('#!/bin/sh\n')
+    binary.chmod(0o755)
+    mgr.tmp = tmp_path
+    return mgr
+
+
+def run(module, capsys, check=False, diff=False, **params):
+    if check:
+        params['_ansible_check_mode'] = True
+    if diff:
+        params['_ansible_diff'] = True
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def vllm(capsys, **args):
+    args.setdefault('port', free_port())
+    params = dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                  binary=sys.executable, ready_timeout=5,
+                  poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return run(vllm_server, capsys, **params)
+
+
+def master(manager, capsys, **args):
+    params = dict(binary=str(manager.tmp / 'mooncake_master'), port=free_port(), metrics_port=free_port(),
+                  ready_timeout=1, poll_interval=0.02, stop_timeout=5)
+    params.update(args)
+    return run(mooncake_master, capsys, **params)
