@@ -40,7 +40,7 @@ help:
 	@echo "make mooncake-matrix - the REAL mooncake_master of Mooncake $(MOONCAKE_VERSIONS) with the rendered flags"
 	@echo "make install-test - the built artifact in an ansible-core-only venv (oldest line), dependencies offline"
 	@echo "make ee-check     - meta/execution-environment.yml through ansible-builder (no image is built)"
-	@echo "make role-docs    - regenerate roles/*/README.md from meta/argument_specs.yml"
+	@echo "make role-docs    - regenerate roles/*/README.md from meta/argument_specs.yml and the serve_flags docs from SERVE_FLAGS"
 
 $(VENV)/.stamp: requirements.txt
 	python3 -m venv $(VENV)
@@ -93,6 +93,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(PY) tools/check_argument_specs.py
 	$(PY) tools/role_docs.py --check
+	$(PY) tools/serve_flags_doc.py --check
 	$(PY) tools/check_map.py
 	@$(PHASE) $@ end
 
@@ -201,6 +202,7 @@ ee-check: venv
 
 role-docs: venv
 	$(PY) tools/role_docs.py
+	$(PY) tools/serve_flags_doc.py
 
 # Two jobs side by side (ansible-test and pytest each keep about one core busy; each target's output is printed
 # whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios. The

@@ -2,9 +2,9 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of the vLLM instances: thin adapters over ``plugins/plugin_utils/vllm_plan.py`` (the per-host plan and
-the instances' status); the plan's warnings (settings the declared vllm-ascend version ignores) are also shown as
-Ansible warnings.
+"""Filters of the vLLM instances: thin adapters over ``plugins/plugin_utils/vllm_plan.py`` (the per-host plan, the
+instances' status, the role variables of the vllm serve flags); the plan's warnings (settings the declared
+vllm-ascend version ignores) are also shown as Ansible warnings.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +37,12 @@ def vllm_instance_plan(instances, settings, host='this host', warn=True):
     return plan
 
 
+def vllm_serve_flag_vars(role='vllm_instance'):
+    """The role variables of the ``vllm serve`` flags of the table (``module_utils/_vllm.py`` ``SERVE_FLAGS``) that
+    the role sets: ``<role>_<flag>`` for each flag the plan does not derive from an instance's entry."""
+    return ['%s_%s' % (role, name) for name in vllm_plan.ROLE_FLAGS]
+
+
 class FilterModule(object):
     """ascend.kvpool vLLM instance filters."""
 
@@ -44,4 +50,5 @@ class FilterModule(object):
         return {
             'vllm_instance_plan': vllm_instance_plan,
             'vllm_instance_status': lazy.function('plugin_utils.vllm_plan', 'vllm_instance_status'),
+            'vllm_serve_flag_vars': vllm_serve_flag_vars,
         }

@@ -108,26 +108,29 @@ def _num(value):
 ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 
 
+def env_names(names, option):
+    """Names of environment variables as a shell and systemd take them (letters, digits, ``_``, not starting with
+    a digit: never empty, never with ``=``); a KvpoolError names every bad one."""
+    bad = [repr(str(name)) for name in names if not ENV_NAME.match(str(name))]
+    if bad:
+        raise KvpoolError('%s: not valid environment variable names: %s (use letters, digits and "_", not starting '
+                          'with a digit; no "=", not empty)' % (option, ', '.join(bad)))
+
+
 def environment(value, option):
-    """An environment dict as the process gets it: names as a shell and systemd take them (letters, digits, ``_``,
-    not starting with a digit: never empty, never with ``=``), values as strings, a null value the empty string
-    (never ``"None"``). A NUL byte in a value is refused (no environment can hold it)."""
+    """An environment dict as the process gets it: names checked by :func:`env_names`, values as strings, a null
+    value the empty string (never ``"None"``). A NUL byte in a value is refused (no environment can hold it)."""
+    items = sorted((value or {}).items(), key=lambda kv: str(kv[0]))
+    env_names([key for key, dummy in items], option)
     env = {}
-    bad = []
-    for key, item in sorted((value or {}).items(), key=lambda kv: str(kv[0])):
+    for key, item in items:
         name = str(key)
-        if not ENV_NAME.match(name):
-            bad.append(repr(name))
-            continue
         if isinstance(item, (dict, list)):
             raise KvpoolError('%s.%s is a %s, not a value: give a string' % (option, name, type(item).__name__))
         text = '' if item is None else str(item)
         if '\0' in text:
             raise KvpoolError('%s.%s holds a NUL byte, which no environment can hold: remove it' % (option, name))
         env[name] = text
-    if bad:
-        raise KvpoolError('%s: not valid environment variable names: %s (use letters, digits and "_", not starting '
-                          'with a digit; no "=", not empty)' % (option, ', '.join(bad)))
     return env
 
 

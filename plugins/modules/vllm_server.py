@@ -17,9 +17,9 @@ description:
   - Starts, stops or restarts one C(vllm serve) process (a vLLM-Ascend instance) as the systemd unit
     C(kvpool-vllm-<name>.service) on the host, or as the container C(kvpool-vllm-<name>) made from the node's
     vllm-ascend container (O(container)), with the device nodes of its own NPUs only.
-  - The command line is built from structured parameters (model, served name, dtype, max model length, tensor
-    parallel size, host, port, max batched tokens, memory utilization, C(--kv-transfer-config) from a dict) plus
-    O(extra_args); the environment from O(env), O(visible_devices) and O(path_prepend).
+  - The command line is built from structured parameters (model, served name, tensor parallel size, host, port,
+    the tuning flags of O(serve_flags), C(--kv-transfer-config) from a dict) plus O(extra_args); the environment
+    from O(env), O(visible_devices) and O(path_prepend).
   - In a container, the container (its image, mounts, its own NPUs' device nodes, restart policy, the API key in
     its environment) is made and kept by M(community.docker.docker_container), which the module's action plugin
     runs with the definition this module renders; docker's restart policy keeps the instance running there.
@@ -43,6 +43,7 @@ author:
 extends_documentation_fragment:
   - ascend.kvpool.service
   - ascend.kvpool.service.unit
+  - ascend.kvpool.vllm_serve_flags
 options:
   state:
     description:
@@ -60,19 +61,14 @@ options:
     type: str
     required: true
   model:
-    description: Model path or name, the positional argument of C(vllm serve). Required unless O(state=stopped).
+    description: Model path or name, the positional argument of C(vllm serve). Required (not empty) unless
+      O(state=stopped).
     type: str
   served_model_name:
     description:
       - C(--served-model-name). The health gate waits until C(/v1/models) lists it (vLLM lists the model path when
         it is unset).
     type: str
-  dtype:
-    description: C(--dtype) (the guide uses C(bfloat16)).
-    type: str
-  max_model_len:
-    description: C(--max-model-len), at least 1. Unset leaves vLLM's default (the model's).
-    type: int
   tensor_parallel_size:
     description:
       - C(--tensor-parallel-size), at least 1. When O(visible_devices) is given it must match their number.
@@ -81,18 +77,14 @@ options:
     description: C(--host), the address the API server binds to.
     type: str
   port:
-    description: C(--port) of the API server. Required unless O(state=stopped).
+    description: C(--port) of the API server, 1-65535. Required unless O(state=stopped).
     type: int
-  max_num_batched_tokens:
-    description: C(--max-num-batched-tokens), at least 1.
-    type: int
-  gpu_memory_utilization:
-    description: C(--gpu-memory-utilization), the share of NPU memory vLLM may use (0 to 1).
-    type: float
   kv_transfer_config:
     description:
       - C(--kv-transfer-config) as a dict, passed as compact JSON with sorted keys
         (for example C(kv_connector), C(kv_role), C(kv_connector_extra_config)).
+      - A C(lookup_rpc_port) (or C(mooncake_rpc_port)) in C(kv_connector_extra_config) is a whole number, 0 or
+        more (C("0") too).
     type: dict
   extra_args:
     description: More C(vllm serve) arguments, appended as given (one argument per item); not C(--api-key).
@@ -125,7 +117,6 @@ options:
         empty list is refused (it would hide every NPU); unset lets the instance see them all.
     type: list
     elements: int
-    choices: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
   path_prepend:
     description:
       - Variables whose value is prepended (colon-separated) to the value the process would inherit. The guide
@@ -194,14 +185,15 @@ EXAMPLES = r"""
     container: vllm-ascend
     model: /root/.cache/Qwen2.5-72B-Instruct
     served_model_name: qwen
-    dtype: bfloat16
-    max_model_len: 25600
     tensor_parallel_size: 4
     visible_devices: [0, 1, 2, 3]
     host: 90.90.100.188
     port: 8002
-    max_num_batched_tokens: 4096
-    gpu_memory_utilization: 0.9
+    serve_flags:
+      dtype: bfloat16
+      max_model_len: 25600
+      max_num_batched_tokens: 4096
+      gpu_memory_utilization: 0.9
     kv_transfer_config:
       kv_connector: AscendStoreConnector
       kv_role: kv_both
@@ -339,7 +331,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
-from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_DEVICE_ID
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     ServiceError,
     ServiceSpec,
@@ -394,34 +385,32 @@ def stop_unlisted(lifecycle, keep, stop_timeout):
 
 
 def check_params(module):
-    """Everything the argument spec cannot say, in one place. Returns the environment (``env`` with null values as
-    empty strings and ``ASCEND_RT_VISIBLE_DEVICES`` from ``visible_devices``) and the ``path_prepend`` lists.
+    """Everything the argument spec cannot say, in one place: the rules of ``_vllm`` (the ones the role's plan
+    applies to its variables) and the service options. Returns the environment (``env`` with null values as empty
+    strings and ``ASCEND_RT_VISIBLE_DEVICES`` from ``visible_devices``) and the ``path_prepend`` lists.
     Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
-    if not _vllm.NAME_RE.match(p['name']):
-        raise KvpoolError('name=%r must be letters, digits, ".", "_" or "-" (it names the unit), at most 63'
-                          % p['name'])
-    if p['port'] is not None:
-        _validate.int_range(p['port'], 'port', 1, 65535, 'a TCP port')
-    for key in ('tensor_parallel_size', 'max_model_len', 'max_num_batched_tokens'):
-        if p[key] is not None:
-            _validate.int_range(p[key], key, 1, None, 'omit it for vLLM\'s default')
-    if p['gpu_memory_utilization'] is not None:
-        _validate.number_range(p['gpu_memory_utilization'], 'gpu_memory_utilization', above=0, high=1,
-                               why='the share of NPU memory vLLM may use, for example 0.9')
+    _vllm.check_name(p['name'], 'name')
+    if p['state'] != 'stopped':
+        _vllm.check_model(p['model'], 'model')
+    flags = p['serve_flags'] = dict(p['serve_flags'] or {})
+    for flag in _vllm.SERVE_FLAGS:
+        if flag.own:
+            p[flag.name] = _vllm.check_serve_flag(flag.name, p[flag.name], flag.name)
+        else:
+            flags[flag.name] = _vllm.check_serve_flag(flag.name, flags.get(flag.name), 'serve_flags.' + flag.name)
     check_service_params(p)
     env = _validate.environment(p['env'], 'env')
-    bad_names = [k for k in (p['path_prepend'] or {}) if not _vllm.ENV_NAME_RE.match(str(k))]
-    if bad_names:
-        raise KvpoolError('path_prepend: not valid environment variable names: %s' % ', '.join(sorted(bad_names)))
-    misplaced = _vllm.forbidden_key_settings(env, p['extra_args'])
-    if misplaced:
+    _validate.env_names(p['path_prepend'] or {}, 'path_prepend')
+    _vllm.check_kv_transfer_ports(p['kv_transfer_config'], 'kv_transfer_config')
+    try:
+        _vllm.check_key_placement(env, p['extra_args'], 'api_key')
+    except KvpoolError:
         # Mask the key wherever fail_json would echo it (the task's invocation holds extra_args as given).
         module.no_log_values.update(_vllm.api_key_values(p['extra_args']))
         if env.get(_vllm.API_KEY_ENV):
             module.no_log_values.add(env[_vllm.API_KEY_ENV])
-        raise KvpoolError('set the API key with api_key (kept out of the command line, the unit file and the '
-                          'output), not %s' % ' or '.join(misplaced))
+        raise
     if p['stop_unlisted'] is not None and p['name'] not in p['stop_unlisted']:
         raise KvpoolError('name %s must be one of stop_unlisted (the instances that stay), got %s'
                           % (p['name'], ', '.join(p['stop_unlisted']) or 'an empty list'))
@@ -433,18 +422,8 @@ def check_params(module):
             path_prepend[key] = items
     devices = p['visible_devices']
     if devices is not None:
-        # Each id is 0-MAX_DEVICE_ID already (the argument spec's choices).
-        if not devices:
-            raise KvpoolError('visible_devices is an empty list, which hides every NPU from the instance: list its '
-                              'NPU ids (for example [0, 1, 2, 3]), or omit it to let it see all of them')
-        twice = sorted(set(d for d in devices if devices.count(d) > 1))
-        if twice:
-            raise KvpoolError('visible_devices=%s lists NPU %s more than once: list each NPU of the instance once'
-                              % (devices, ', '.join(str(d) for d in twice)))
-        if p['tensor_parallel_size'] and p['tensor_parallel_size'] != len(devices):
-            raise KvpoolError('tensor_parallel_size %d does not match the %d visible device(s) %s; vLLM would fail '
-                              'at start: give as many visible_devices as tensor_parallel_size'
-                              % (p['tensor_parallel_size'], len(devices), devices))
+        devices = _vllm.check_devices(devices, 'visible_devices')
+        _vllm.check_tensor_parallel(p['tensor_parallel_size'], devices, 'tensor_parallel_size', 'visible_devices')
         env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
     return env, path_prepend
 
@@ -455,18 +434,11 @@ def main():
             state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
             name=dict(type='str', required=True),
             model=dict(type='str'),
-            served_model_name=dict(type='str'),
-            dtype=dict(type='str'),
-            max_model_len=dict(type='int'),
-            tensor_parallel_size=dict(type='int'),
-            host=dict(type='str'),
-            port=dict(type='int'),
-            max_num_batched_tokens=dict(type='int', no_log=False),
-            gpu_memory_utilization=dict(type='float'),
+            serve_flags=dict(type='dict', default={}, options=_vllm.serve_flag_options()),
             kv_transfer_config=dict(type='dict'),
             extra_args=dict(type='list', elements='str', default=[]),
             env=dict(type='dict', default={}),
-            visible_devices=dict(type='list', elements='int', choices=list(range(MAX_DEVICE_ID + 1))),
+            visible_devices=dict(type='list', elements='int'),
             path_prepend=dict(type='dict', default={}),
             binary=dict(type='str', default='vllm'),
             container=dict(type='str'),
@@ -478,9 +450,9 @@ def main():
             stop_timeout=dict(type='float', default=60),
             health_host=dict(type='str'),
             api_key=dict(type='str', no_log=True),
-            **unit_argument_spec()
+            **dict(unit_argument_spec(), **_vllm.own_flag_options())
         ),
-        required_if=[('state', 'started', ('model', 'port')), ('state', 'restarted', ('model', 'port'))],
+        required_if=[('state', 'started', ('port',)), ('state', 'restarted', ('port',))],
         supports_check_mode=True,
     )
     failed, result = _errors.outcome(module, _run, module)

@@ -44,12 +44,12 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
-    MAX_DEVICE_ID, base_url, is_loopback, probe_host, reach_address,
+    base_url, is_loopback, probe_host, reach_address,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import (
-    API_KEY_ENV, API_KEY_FLAG, ENV_NAME_RE, NAME_RE, drop_api_key_args,
-)
+from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import API_KEY_ENV, drop_api_key_args
 
 # --- versions ----------------------------------------------------------------------------------------------
 
@@ -302,20 +302,14 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
     if host_ip:
         env['VLLM_HOST_IP'] = str(host_ip)
     env['ASCEND_RT_VISIBLE_DEVICES'] = ','.join(str(d) for d in devices)
-    user = dict((str(k), '' if v is None else str(v)) for k, v in (extra_env or {}).items())
-    for key in list(user):
-        if not ENV_NAME_RE.match(key):
-            errors.append('%s: environment variable name %r is not valid' % (where, key))
-            user.pop(key)
+    user = _rule(errors, where, _validate.environment, extra_env, 'environment') or {}
     if 'ASCEND_RT_VISIBLE_DEVICES' in user:
         errors.append('%s: set the NPUs with the instance\'s devices list, not ASCEND_RT_VISIBLE_DEVICES in the '
                       'environment' % where)
         user.pop('ASCEND_RT_VISIBLE_DEVICES')
-    if API_KEY_ENV in user:
-        # Dropped from the plan at once: the plan is a fact, shown with -v.
-        errors.append('%s: set the API key with vllm_instance_api_key, not %s in the environment (the environment is '
-                      'part of the plan and the output; the key option is not)' % (where, API_KEY_ENV))
-        user.pop(API_KEY_ENV)
+    if _rule(errors, where, _vllm.check_key_placement, user, [], 'vllm_instance_api_key') is None and \
+            API_KEY_ENV in user:
+        user.pop(API_KEY_ENV)  # dropped from the plan at once: the plan is a fact, shown with -v
     if 'ASCEND_BUFFER_POOL' in user:
         if ascend_buffer_pool in (None, ''):
             ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
@@ -335,20 +329,30 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
 
 # --- per-host plan of the vllm_instance role ----------------------------------------------------------------
 
+# The role's variables are prefixed with its name.
+ROLE_PREFIX = 'vllm_instance_'
+# The flags of the table (module_utils/_vllm.py SERVE_FLAGS) that the plan derives from an instance's entry (its
+# devices, listen_host and port); every other flag is a role variable vllm_instance_<name>, passed to the plan in
+# settings['serve_flags'], which an instance's entry may override with the key <name>.
+DERIVED_FLAGS = ('tensor_parallel_size', 'host', 'port')
+ROLE_FLAGS = tuple(f.name for f in _vllm.SERVE_FLAGS if f.name not in DERIVED_FLAGS)
+ROLE_FLAG_VARS = tuple(ROLE_PREFIX + name for name in ROLE_FLAGS)
+
 INSTANCE_KEYS = (
-    'name', 'devices', 'port', 'tensor_parallel_size', 'lookup_rpc_port', 'served_model_name', 'model_path',
-    'dtype', 'max_model_len', 'max_num_batched_tokens', 'gpu_memory_utilization', 'listen_host',
+    'name', 'devices', 'port', 'tensor_parallel_size', 'lookup_rpc_port', 'model_path', 'listen_host',
     'kv_connector_extra_config', 'environment', 'extra_args', 'state',
-)
+) + ROLE_FLAGS
 INSTANCE_STATES = ('started', 'stopped')
 
 
-def _is_int(value):
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, str) and value.strip().isdigit()
+def _rule(errors, where, check, *args):
+    """A rule of ``module_utils/_vllm.py`` (or ``_validate.py``), the one vllm_server applies to its options:
+    its value, or None with its message (after ``where``) added to ``errors``."""
+    try:
+        return check(*args)
+    except KvpoolError as exc:
+        errors.append('%s: %s' % (where, exc))
+        return None
 
 
 def _ranges(devices):
@@ -419,8 +423,9 @@ def plan_instances(instances, settings, host='this host'):
     warnings and errors.
 
     ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
-    model_path, served_model_name, dtype, max_model_len, max_num_batched_tokens, gpu_memory_utilization,
-    listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
+    model_path, serve_flags (the role variables of the flags of ``_vllm.SERVE_FLAGS``, by their names:
+    ``{'vllm_instance_dtype': 'bfloat16', ...}``, :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector,
+    kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
     kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
     mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports; and node_address (where other hosts
     reach the node: its ``ansible_host``, else ``host``).
@@ -451,6 +456,10 @@ def plan_instances(instances, settings, host='this host'):
         return plan
     planned = []
     raw_warnings = []
+    # The flags' role variables, checked once per host (an instance's own value is checked with the instance).
+    role_flags = settings.get('serve_flags') or {}
+    role_values = dict((key, _rule(errors, host, _vllm.check_serve_flag, key, role_flags.get(ROLE_PREFIX + key),
+                                   ROLE_PREFIX + key)) for key in ROLE_FLAGS)
     ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
                                            settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
                                            settings.get('ld_library_path'))
@@ -467,61 +476,46 @@ def plan_instances(instances, settings, host='this host'):
         if unknown:
             errors.append('%s: unknown key(s) %s; allowed: %s' % (where, ', '.join(unknown), ', '.join(INSTANCE_KEYS)))
         inst = {'index': index}
-        port = raw.get('port')
-        if not _is_int(port) or not 1 <= int(port) <= 65535:
-            errors.append('%s: port must be a TCP port 1-65535, got %r' % (where, port))
-            port = None
-        else:
-            port = int(port)
+        # The rules are vllm_server's (module_utils/_vllm.py): the same message for the same bad value.
+        name = _rule(errors, where, _vllm.check_name, raw['name'], 'name') if raw.get('name') else None
+        if name:
+            where = '%s: instance %s' % (host, name)
+        port = _rule(errors, where, _vllm.check_serve_flag, 'port', raw.get('port'))
+        if raw.get('port') in (None, ''):
+            errors.append('%s: port is not set: give the instance its API port (1-65535)' % where)
         inst['port'] = port
-        name = raw.get('name') or (instance_name(port) if port else None)
-        if name is not None and not NAME_RE.match(str(name)):
-            errors.append('%s: name %r must be letters, digits, ".", "_" or "-" (it names the state directory)'
-                          % (where, name))
-        inst['name'] = None if name is None else str(name)
-        if inst['name']:
-            where = '%s: instance %s' % (host, inst['name'])
-        devices = raw.get('devices')
-        if not isinstance(devices, list) or not devices or not all(_is_int(d) for d in devices):
-            errors.append('%s: devices must be a non-empty list of NPU ids, got %r' % (where, devices))
-            devices = []
-        devices = [int(d) for d in devices]
-        bad = [d for d in devices if d > MAX_DEVICE_ID]
-        if bad:
-            errors.append('%s: NPU ids must be 0-%d, got %s' % (where, MAX_DEVICE_ID, bad))
-        if len(set(devices)) != len(devices):
-            errors.append('%s: devices %s lists an NPU twice' % (where, devices))
+        if not raw.get('name') and port:
+            name = instance_name(port)
+            where = '%s: instance %s' % (host, name)
+        inst['name'] = name
+        devices = _rule(errors, where, _vllm.check_devices, raw.get('devices'), 'devices') or []
         inst['devices'] = devices
-        tp = raw.get('tensor_parallel_size')
-        if tp in (None, '', 0):
-            tp = len(devices)
-        elif not _is_int(tp) or int(tp) < 1:
-            errors.append('%s: tensor_parallel_size must be a positive integer, got %r' % (where, tp))
-            tp = len(devices)
-        else:
-            tp = int(tp)
-            if devices and tp != len(devices):
-                errors.append('%s: tensor_parallel_size %d does not match its %d visible NPU(s) %s: vLLM would fail '
-                              'at start; give the instance exactly %d NPU(s) or leave tensor_parallel_size unset'
-                              % (where, tp, len(devices), devices, tp))
-        inst['tensor_parallel_size'] = tp
-        lookup = raw.get('lookup_rpc_port', index)
-        if not _is_int(lookup):
-            errors.append('%s: lookup_rpc_port must be a non-negative integer, got %r' % (where, lookup))
-            lookup = index
-        inst['lookup_rpc_port'] = int(lookup)
+        tp = _rule(errors, where, _vllm.check_serve_flag, 'tensor_parallel_size', raw.get('tensor_parallel_size'))
+        if tp is not None:
+            _rule(errors, where, _vllm.check_tensor_parallel, tp, devices, 'tensor_parallel_size', 'devices')
+        inst['tensor_parallel_size'] = tp or len(devices)
+        lookup = _rule(errors, where, _vllm.check_lookup_rpc_port, raw.get('lookup_rpc_port', index),
+                       'lookup_rpc_port')
+        inst['lookup_rpc_port'] = index if lookup is None else lookup
         state = raw.get('state', 'started')
         if state not in INSTANCE_STATES:
             errors.append('%s: state must be one of %s, got %r' % (where, ', '.join(INSTANCE_STATES), state))
         inst['state'] = state
-        model = raw.get('model_path') or settings.get('model_path')
-        if not model:
-            errors.append('%s: no model: set vllm_instance_model_path (or model_path of the instance)' % where)
-        inst['model'] = model
-        for key in ('served_model_name', 'dtype', 'max_model_len', 'max_num_batched_tokens',
-                    'gpu_memory_utilization'):
-            value = raw.get(key, settings.get(key))
-            inst[key] = None if value in ('', None, 0) else value
+        if raw.get('model_path'):
+            inst['model'] = _rule(errors, where, _vllm.check_model, raw['model_path'], 'model_path')
+        else:
+            inst['model'] = _rule(errors, where, _vllm.check_model, settings.get('model_path'),
+                                  'vllm_instance_model_path (or model_path of the instance)')
+        # A flag of the instance's entry overrides the role variable; each is checked under the name it was given.
+        # vllm_server's own options (served_model_name) stay top-level; the others go to its serve_flags.
+        inst['serve_flags'] = {}
+        for key in ROLE_FLAGS:
+            value = _rule(errors, where, _vllm.check_serve_flag, key, raw[key], key) if key in raw \
+                else role_values[key]
+            if _vllm.FLAGS_BY_NAME[key].own:
+                inst[key] = value
+            elif value is not None:
+                inst['serve_flags'][key] = value
         inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
         if port:
             inst.update(instance_where(inst['host'], port, node_address))
@@ -538,6 +532,8 @@ def plan_instances(instances, settings, host='this host'):
         errors.extend(err)
         user_env = dict(settings.get('environment') or {})
         user_env.update(raw.get('environment') or {})
+        _rule(errors, where, _vllm.check_key_placement, {}, list(settings.get('extra_args') or []) +
+              list(raw.get('extra_args') or []), 'vllm_instance_api_key')
         env, warn, err = render_env(profile, devices, settings.get('mooncake_config_path'),
                                     settings.get('python_hash_seed'), settings.get('host_ip') or '',
                                     settings.get('ascend_buffer_pool'), user_env, where)
@@ -545,11 +541,9 @@ def plan_instances(instances, settings, host='this host'):
         raw_warnings.extend((where, w) for w in warn)
         errors.extend(err)
         inst['path_prepend'] = {'LD_LIBRARY_PATH': ld}
-        inst['extra_args'], dropped = drop_api_key_args([str(a) for a in (settings.get('extra_args') or [])] +
-                                                        [str(a) for a in (raw.get('extra_args') or [])])
-        if dropped:
-            errors.append('%s: set the API key with vllm_instance_api_key, not %s in extra_args (an argument is shown '
-                          'in the plan, the output and every ps listing of the node)' % (where, API_KEY_FLAG))
+        # The key never enters the plan (a fact, shown with -v): check_key_placement above said it was there.
+        inst['extra_args'], dummy = drop_api_key_args([str(a) for a in (settings.get('extra_args') or [])] +
+                                                      [str(a) for a in (raw.get('extra_args') or [])])
         inst['devices_text'] = _ranges(devices)
         planned.append(inst)
     errors.extend(find_collisions(planned, settings.get('reserved_ports'), host))

@@ -48,6 +48,9 @@ def host_plan(host, hostvars):
 
     settings = {}
     for key, template in SETTINGS.items():
+        if key == 'serve_flags':  # the table's role variables (filter vllm_serve_flag_vars, lookup vars)
+            settings[key] = dict((name, var(name)) for name in vllm_plan.ROLE_FLAG_VARS)
+            continue
         m = _VAR.match(template)
         settings[key] = var(m.group(1)) if m else node_address  # node_address: ansible_host | default(host)
     return vllm_plan.plan_instances(var('vllm_instance_instances'), settings, host)

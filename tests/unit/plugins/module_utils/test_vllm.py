@@ -190,9 +190,10 @@ def test_environment_errors(kwargs, needle):
 
 def test_argv_is_the_guides_command_line():
     argv = _vllm.build_argv('vllm', dict(
-        model='/models/Qwen2.5-72B-Instruct/', served_model_name='qwen', dtype='bfloat16', max_model_len=25600,
-        tensor_parallel_size=4, host='90.90.100.188', port=8002, max_num_batched_tokens=4096,
-        gpu_memory_utilization=0.9, kv_transfer_config={'kv_role': 'kv_both', 'kv_connector': 'AscendStoreConnector'},
+        model='/models/Qwen2.5-72B-Instruct/', served_model_name='qwen', tensor_parallel_size=4, host='90.90.100.188',
+        port=8002, serve_flags=dict(dtype='bfloat16', max_model_len=25600, max_num_batched_tokens=4096,
+                                    gpu_memory_utilization=0.9),
+        kv_transfer_config={'kv_role': 'kv_both', 'kv_connector': 'AscendStoreConnector'},
         extra_args=['--enforce-eager']))
     assert argv == ['vllm', 'serve', '/models/Qwen2.5-72B-Instruct/', '--served-model-name', 'qwen', '--dtype',
                     'bfloat16', '--max-model-len', '25600', '--tensor-parallel-size', '4', '--host', '90.90.100.188',
@@ -202,8 +203,8 @@ def test_argv_is_the_guides_command_line():
 
 
 def test_unset_parameters_keep_vllms_defaults():
-    assert _vllm.build_argv('/usr/bin/vllm', {'model': 'm', 'port': 8000, 'dtype': None, 'host': ''}) == \
-        ['/usr/bin/vllm', 'serve', 'm', '--port', '8000']
+    params = {'model': 'm', 'port': 8000, 'serve_flags': {'dtype': None}, 'host': ''}
+    assert _vllm.build_argv('/usr/bin/vllm', params) == ['/usr/bin/vllm', 'serve', 'm', '--port', '8000']
 
 
 @pytest.mark.parametrize('value, text', [(0.9, '0.9'), (1.0, '1'), (0.95, '0.95'), (4096, '4096'), (True, 'true')])
@@ -348,10 +349,10 @@ def test_two_instances_per_host_get_their_own_lookup_port():
      'lookup_rpc_port 4 is used by both'),
     ([{'devices': [0], 'port': 8002, 'name': 'a'}, {'devices': [1], 'port': 8003, 'name': 'a'}], 'name a is used'),
     ([{'devices': [0, 1], 'port': 8002, 'tensor_parallel_size': 4}], 'tensor_parallel_size 4 does not match'),
-    ([{'devices': [0, 0], 'port': 8002}], 'lists an NPU twice'),
-    ([{'devices': [16], 'port': 8002}], 'NPU ids must be 0-15'),
-    ([{'devices': [], 'port': 8002}], 'devices must be a non-empty list'),
-    ([{'devices': [0], 'port': 70000}], 'port must be a TCP port'),
+    ([{'devices': [0, 0], 'port': 8002}], 'lists NPU 0 more than once'),
+    ([{'devices': [16], 'port': 8002}], 'NPU ids are whole numbers 0-15'),
+    ([{'devices': [], 'port': 8002}], 'must list the NPU ids'),
+    ([{'devices': [0], 'port': 70000}], 'port=70000 is out of range 1-65535'),
     ([{'devices': [0], 'port': 8002, 'prot': 1}], 'unknown key(s) prot'),
     ([{'devices': [0], 'port': 8002, 'name': 'a b'}], 'name'),
     ([{'devices': [0], 'port': 8002, 'state': 'gone'}], 'state must be one of'),

@@ -11,8 +11,10 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 
 # The role's defaults: the guide's instance on the guide's release.
 GUIDE = dict(
-    version='v0.22.1rc1', npu_type='a2', model_path='/root/.cache/Qwen2.5-72B-Instruct', served_model_name='qwen',
-    dtype='bfloat16', max_model_len=25600, max_num_batched_tokens=4096, gpu_memory_utilization=0.9,
+    version='v0.22.1rc1', npu_type='a2', model_path='/root/.cache/Qwen2.5-72B-Instruct',
+    serve_flags={'vllm_instance_served_model_name': 'qwen', 'vllm_instance_dtype': 'bfloat16',
+                 'vllm_instance_max_model_len': 25600, 'vllm_instance_max_num_batched_tokens': 4096,
+                 'vllm_instance_gpu_memory_utilization': 0.9},
     listen_host='90.90.100.188', host_ip='90.90.100.188', kv_connector='', kv_role='kv_both',
     kv_connector_extra_config={'use_layerwise': False, 'load_async': True}, register_buffer=None,
     ascend_buffer_pool='', kv_transfer_extra={}, environment={}, python_hash_seed='0',

@@ -76,10 +76,10 @@ def stand_in(manager):
 # --- vllm_server ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('args, needle', [
-    ({'visible_devices': [0, 1], 'tensor_parallel_size': 4}, 'does not match the 2 visible device(s)'),
+    ({'visible_devices': [0, 1], 'tensor_parallel_size': 4}, 'does not match the 2 NPU(s) [0, 1] of visible_devices'),
     ({'name': 'bad name'}, 'letters, digits'),
     ({'port': 70000}, 'TCP port'),
-    ({'gpu_memory_utilization': 1.5}, 'gpu_memory_utilization'),
+    ({'serve_flags': {'gpu_memory_utilization': 1.5}}, 'serve_flags.gpu_memory_utilization'),
     ({'env': {'BAD-NAME': '1'}}, 'not valid environment variable names'),
     ({'binary': 'no-such-vllm'}, 'no-such-vllm not found on the host'),
     ({'binary': '/nonexistent/bin/vllm'}, '/nonexistent/bin/vllm not found on the host'),

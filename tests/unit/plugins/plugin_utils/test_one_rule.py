@@ -1,0 +1,117 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One rule, one place: the plan of role vllm_instance (``plan_instances``) and the module ``vllm_server`` check an
+instance's values with the same functions (``module_utils/_vllm.py``, ``_validate.py``), so the same bad value gets
+the same message from both. The role's message names the role's variable (or the key of the instance's entry), the
+module's its option; everything else is the same sentence, after the host and instance in the plan.
+
+The module runs over the in-memory service manager of service_harness.py (nothing is started)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import GUIDE
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
+from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
+
+manager = svc.manager  # the fixture
+
+INSTANCE = {'name': 'a', 'devices': [0, 1, 2, 3], 'port': 8002}
+
+
+def plan_errors(instance=None, **settings):
+    s = dict(GUIDE)
+    s['serve_flags'] = dict(GUIDE['serve_flags'], **settings.pop('serve_flags', {}))
+    s.update(settings)
+    return vllm_plan.plan_instances([dict(INSTANCE, **(instance or {}))], s, 'node1')['errors']
+
+
+def module_message(capsys, **params):
+    params.setdefault('wait', False)
+    params.setdefault('name', 'a')
+    res = svc.vllm(capsys, **params)
+    assert res.get('failed'), res
+    return res['msg']
+
+
+# (rule, the instance's entry, the role's settings, the module's parameters, the role's name of the option, the
+# module's name of it)
+CASES = [
+    ('port range', {'port': 70000}, {}, {'port': 70000}, 'port', 'port'),
+    ('tensor parallel size at least 1', {'tensor_parallel_size': -2}, {}, {'tensor_parallel_size': -2},
+     'tensor_parallel_size', 'tensor_parallel_size'),
+    ('tensor parallel size vs NPUs', {'devices': [0, 1], 'tensor_parallel_size': 4}, {},
+     {'visible_devices': [0, 1], 'tensor_parallel_size': 4}, 'devices', 'visible_devices'),
+    ('NPU id range', {'devices': [16]}, {}, {'visible_devices': [16]}, 'devices', 'visible_devices'),
+    ('NPU id negative', {'devices': [0, -1]}, {}, {'visible_devices': [0, -1]}, 'devices', 'visible_devices'),
+    ('NPU listed twice', {'devices': [2, 3, 2]}, {}, {'visible_devices': [2, 3, 2]}, 'devices', 'visible_devices'),
+    ('no NPU', {'devices': []}, {}, {'visible_devices': []}, 'devices', 'visible_devices'),
+    ('name', {'name': 'a b'}, {}, {'name': 'a b'}, 'name', 'name'),
+    ('lookup_rpc_port', {'lookup_rpc_port': -1}, {},
+     {'kv_transfer_config': {'kv_role': 'kv_both', 'kv_connector_extra_config': {'lookup_rpc_port': -1}}},
+     'lookup_rpc_port', 'kv_transfer_config.kv_connector_extra_config.lookup_rpc_port'),
+    ('environment names', {'environment': {'A=B': '1'}}, {}, {'env': {'A=B': '1'}}, 'environment', 'env'),
+    ('API key in the environment', {'environment': {'VLLM_API_KEY': 'sekret'}}, {},
+     {'env': {'VLLM_API_KEY': 'sekret'}}, 'vllm_instance_api_key', 'api_key'),
+    ('API key in the arguments', {'extra_args': ['--api-key', 'sekret']}, {},
+     {'extra_args': ['--api-key', 'sekret']}, 'vllm_instance_api_key', 'api_key'),
+    ('model', {}, {'model_path': ''}, {'model': ''}, 'vllm_instance_model_path (or model_path of the instance)',
+     'model'),
+    ('max_model_len', {'max_model_len': 0}, {}, {'serve_flags': {'max_model_len': 0}}, 'max_model_len',
+     'serve_flags.max_model_len'),
+    ('gpu_memory_utilization', {'gpu_memory_utilization': 1.5}, {},
+     {'serve_flags': {'gpu_memory_utilization': 1.5}}, 'gpu_memory_utilization', 'serve_flags.gpu_memory_utilization'),
+]
+
+
+@pytest.mark.parametrize('rule, instance, settings, params, role_option, module_option', CASES,
+                         ids=[c[0] for c in CASES])
+def test_the_plan_and_the_module_give_the_same_message(manager, capsys, rule, instance, settings, params,
+                                                       role_option, module_option):
+    message = module_message(capsys, **params)
+    assert module_option in message, message
+    # The plan says where: the instance by its name, or by its place in the list when the name is the bad value.
+    where = 'node1: vllm_instance_instances[0]' if rule == 'name' else 'node1: instance a'
+    expected = '%s: %s' % (where, message.replace(module_option, role_option, 1))
+    errors = plan_errors(instance, **settings)
+    assert expected in errors, (rule, errors)
+    assert 'sekret' not in message and 'sekret' not in ' '.join(errors)
+
+
+BOUNDED = [f for f in _vllm.SERVE_FLAGS if not f.own and (f.low is not None or f.above is not None)]
+
+
+@pytest.mark.parametrize('flag', BOUNDED, ids=[f.name for f in BOUNDED])
+@pytest.mark.parametrize('level', ['instance', 'role'])
+def test_every_flag_of_the_table_has_one_rule_for_role_and_module(manager, capsys, flag, level):
+    """Each bounded flag of the table, just out of range, as an instance's override and as the role's variable."""
+    bad = (flag.low - 1) if flag.low is not None else flag.above
+    message = module_message(capsys, serve_flags={flag.name: bad})
+    module_option = 'serve_flags.' + flag.name
+    if level == 'instance':
+        errors = plan_errors({flag.name: bad})
+        expected = 'node1: instance a: ' + message.replace(module_option, flag.name, 1)
+    else:
+        errors = plan_errors(serve_flags={'vllm_instance_' + flag.name: bad})
+        expected = 'node1: ' + message.replace(module_option, 'vllm_instance_' + flag.name, 1)
+    assert expected in errors, errors
+    assert len(errors) == 1, errors  # a role variable is checked once per host, not once per instance
+
+
+def test_a_flag_of_an_instance_overrides_the_roles_and_unset_leaves_vllms_default():
+    s = dict(GUIDE)
+    instances = [dict(INSTANCE, max_model_len='1024'), dict(INSTANCE, name='b', port=8003, devices=[4, 5, 6, 7])]
+    settings = dict(s, serve_flags=dict(s['serve_flags'], vllm_instance_dtype=None))
+    plan = vllm_plan.plan_instances(instances, settings, 'node1')
+    assert plan['errors'] == []
+    first, second = plan['instances']
+    assert first['serve_flags']['max_model_len'] == 1024  # a templated value comes as text
+    assert second['serve_flags']['max_model_len'] == 25600
+    assert 'dtype' not in first['serve_flags']
+    argv = _vllm.build_argv('vllm', dict(first, model=first['model']))
+    assert '--dtype' not in argv and argv[argv.index('--max-model-len') + 1] == '1024'
