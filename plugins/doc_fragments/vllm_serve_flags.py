@@ -45,4 +45,10 @@ options:
         - 'C(--gpu-memory-utilization). Share of NPU memory vLLM may use (the guide: 0.9).'
         - Above 0 and at most 1. Unset leaves vLLM's default (the flag is not on the command line).
         type: float
+      max_num_seqs:
+        description:
+        - 'C(--max-num-seqs). Maximum number of requests the scheduler runs in one step; the others wait
+          (vLLM: 256 in most releases; the guide does not set it).'
+        - At least 1. Unset leaves vLLM's default (the flag is not on the command line).
+        type: int
 """

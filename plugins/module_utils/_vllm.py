@@ -87,6 +87,9 @@ SERVE_FLAGS = (
     _flag('gpu_memory_utilization', '--gpu-memory-utilization', 'float', above=0, high=1,
           why='the share of NPU memory vLLM may use, for example 0.9',
           doc='Share of NPU memory vLLM may use (the guide: 0.9).'),
+    _flag('max_num_seqs', '--max-num-seqs', 'int', low=1, why=UNSET,
+          doc='Maximum number of requests the scheduler runs in one step; the others wait (vLLM: 256 in most '
+              'releases; the guide does not set it).'),
 )
 FLAGS_BY_NAME = dict((f.name, f) for f in SERVE_FLAGS)
 

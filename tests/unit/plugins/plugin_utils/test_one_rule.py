@@ -12,6 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
@@ -115,3 +118,31 @@ def test_a_flag_of_an_instance_overrides_the_roles_and_unset_leaves_vllms_defaul
     assert 'dtype' not in first['serve_flags']
     argv = _vllm.build_argv('vllm', dict(first, model=first['model']))
     assert '--dtype' not in argv and argv[argv.index('--max-model-len') + 1] == '1024'
+
+
+# --- a flag end to end: --max-num-seqs ------------------------------------------------------------------------------
+
+def standin_serve_parser():
+    """The vllm serve parser of the mock nodes' SIMULATED vLLM stand-in (tests/mock/vllm), as the nodes run it."""
+    root = Path(__file__).resolve().parents[3] / 'mock' / 'vllm'
+    sys.path.insert(0, str(root))
+    try:
+        from vllm_standin.cli import build_serve_parser
+    finally:
+        sys.path.pop(0)
+    return build_serve_parser()
+
+
+def test_max_num_seqs_is_off_by_default_and_reaches_the_command_line_when_set(manager, capsys):
+    unset = dict(GUIDE, serve_flags=dict(GUIDE['serve_flags'], vllm_instance_max_num_seqs=None))
+    default = vllm_plan.plan_instances([INSTANCE], unset, 'node1')['instances'][0]
+    assert 'max_num_seqs' not in default['serve_flags']  # the guide does not set it: vLLM's default, same argv
+    settings = dict(GUIDE, serve_flags=dict(GUIDE['serve_flags'], vllm_instance_max_num_seqs='128'))
+    first, second = vllm_plan.plan_instances([INSTANCE, dict(INSTANCE, name='b', port=8003, devices=[4, 5, 6, 7],
+                                                             max_num_seqs=64)], settings, 'node1')['instances']
+    assert first['serve_flags']['max_num_seqs'] == 128 and second['serve_flags']['max_num_seqs'] == 64
+    res = svc.vllm(capsys, name='a', wait=False, serve_flags=first['serve_flags'])
+    argv = res['argv']
+    assert argv[argv.index('--max-num-seqs') + 1] == '128', argv
+    assert argv.index('--max-num-seqs') > argv.index('--gpu-memory-utilization')  # last: older argv unchanged
+    assert standin_serve_parser().parse_args(argv[2:]).max_num_seqs == 128  # the stand-in reads it as vLLM does
