@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _vllm
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import GUIDE
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
@@ -84,6 +85,17 @@ def test_the_plan_and_the_module_give_the_same_message(manager, capsys, rule, in
     errors = plan_errors(instance, **settings)
     assert expected in errors, (rule, errors)
     assert 'sekret' not in message and 'sekret' not in ' '.join(errors)
+
+
+def test_the_tensor_parallel_message_names_what_the_instances_scenario_looks_for():
+    """molecule/instances/tests/test_site.py (test_collisions_fail_before_anything_starts) looks for these parts in
+    site.yml's output: the host and instance, the variable and value, the NPUs and the fix."""
+    s = dict(GUIDE, serve_flags=dict(GUIDE['serve_flags']))
+    errors = vllm_plan.plan_instances([{'devices': [0, 1], 'port': 8002, 'tensor_parallel_size': 4}], s,
+                                      'node1')['errors']
+    assert len(errors) == 1, errors
+    assert_names(errors[0], 'node1: instance vllm-8002', 'tensor_parallel_size 4', '2 NPU(s) [0, 1]',
+                 'give as many NPUs')
 
 
 BOUNDED = [f for f in _vllm.SERVE_FLAGS if not f.own and (f.low is not None or f.above is not None)]
