@@ -38,9 +38,11 @@ def router_workers(hosts, hostvars, urls=None):
                 continue
             if inst.get('loopback'):
                 raise RouterPlanError(
-                    'kvpool_router: instance %s of host %s listens on %s only, which the router cannot reach from '
-                    'another host. Bind it to the node address (vllm_instance_host_ip) or list the worker URLs in '
-                    'kvpool_router_worker_urls' % (inst.get('name') or inst['port'], host, inst.get('address')))
+                    'kvpool_router: instance %s of host %s is bound to the loopback address %s only, which the router '
+                    'cannot reach from another host. Bind it to an address of %s, or leave its listen address empty '
+                    '(every address), with vllm_instance_listen_host or the instance\'s listen_host; or list the '
+                    'worker URLs in kvpool_router_worker_urls'
+                    % (inst.get('name') or inst['port'], host, inst.get('address'), host))
             out.add(inst['url'])
     if missing:
         raise RouterPlanError(

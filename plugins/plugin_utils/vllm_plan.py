@@ -47,7 +47,7 @@ import re
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate, _vllm
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
-    base_url, is_loopback, probe_host, reach_address,
+    base_url, is_loopback, is_wildcard, probe_host, reach_address,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import API_KEY_ENV, drop_api_key_args
 
@@ -410,12 +410,14 @@ def instance_name(port):
 def instance_where(listen_host, port, node_address):
     """Where an instance bound to ``listen_host`` (None or a wildcard: every address) on ``port`` answers:
     ``address`` and ``url`` (``http://address:port``) as another host reaches it (a wildcard at the node's own
-    address), ``endpoint`` as its own host polls it (a wildcard at loopback), and ``loopback`` (it answers its own
-    host only, so no router or Prometheus elsewhere can use ``url``). The one copy of this rule: the plan's
-    instances carry its result, and the router, monitoring and benchmark plans read them."""
+    address), ``endpoint`` as its own host polls it (a wildcard at loopback), and ``loopback`` (it is bound to a
+    loopback address, so it answers its own host only and no router or Prometheus elsewhere can use ``url``). A
+    wildcard bind is never loopback only, whatever the node's address: a router on a node reached at 127.0.0.1
+    (a one-node lab) reaches it there. The one copy of this rule: the plan's instances carry its result, and the
+    router, monitoring and benchmark plans read them."""
     address = reach_address(listen_host, node_address)
     return {'address': address, 'url': base_url(address, port), 'endpoint': base_url(probe_host(listen_host), port),
-            'loopback': is_loopback(address)}
+            'loopback': not is_wildcard(listen_host) and is_loopback(listen_host)}
 
 
 def plan_instances(instances, settings, host='this host'):
