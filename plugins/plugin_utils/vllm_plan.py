@@ -424,11 +424,11 @@ def plan_instances(instances, settings, host='this host'):
     """The full plan of one host's instances: rendered config, environment, argv inputs, where each answers,
     warnings and errors.
 
-    ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): version, npu_type,
-    model_path, serve_flags (the role variables of the flags of ``_vllm.SERVE_FLAGS``, by their names:
-    ``{'vllm_instance_dtype': 'bfloat16', ...}``, :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector,
-    kv_role, kv_connector_extra_config, register_buffer, ascend_buffer_pool,
-    kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
+    ``settings`` carries the role-level values (keys without the ``vllm_instance_`` prefix): state (the role's:
+    stopped checks no flag's role variable), version, npu_type, model_path, serve_flags (the role variables of
+    the flags of ``_vllm.SERVE_FLAGS``, by their names: ``{'vllm_instance_dtype': 'bfloat16', ...}``,
+    :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config,
+    register_buffer, ascend_buffer_pool, kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
     mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports; and node_address (where other hosts
     reach the node: its ``ansible_host``, else ``host``).
 
@@ -458,10 +458,18 @@ def plan_instances(instances, settings, host='this host'):
         return plan
     planned = []
     raw_warnings = []
-    # The flags' role variables, checked once per host (an instance's own value is checked with the instance).
+    # The flags' role variables, checked once per host (an instance's own value is checked with the instance), and
+    # only when an instance is to start with them: a teardown, a prune or a stop (no instance, or the role's state
+    # stopped) never fails on a flag's value.
     role_flags = settings.get('serve_flags') or {}
-    role_values = dict((key, _rule(errors, host, _vllm.check_serve_flag, key, role_flags.get(ROLE_PREFIX + key),
-                                   ROLE_PREFIX + key)) for key in ROLE_FLAGS)
+    role_stopped = settings.get('state') == 'stopped'
+    role_values = {}
+
+    def role_value(key):
+        if key not in role_values:
+            role_values[key] = _rule(errors, host, _vllm.check_serve_flag, key, role_flags.get(ROLE_PREFIX + key),
+                                     ROLE_PREFIX + key)
+        return role_values[key]
     ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
                                            settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
                                            settings.get('ld_library_path'))
@@ -511,9 +519,14 @@ def plan_instances(instances, settings, host='this host'):
         # A flag of the instance's entry overrides the role variable; each is checked under the name it was given.
         # vllm_server's own options (served_model_name) stay top-level; the others go to its serve_flags.
         inst['serve_flags'] = {}
+        starts = state != 'stopped' and not role_stopped
         for key in ROLE_FLAGS:
-            value = _rule(errors, where, _vllm.check_serve_flag, key, raw[key], key) if key in raw \
-                else role_values[key]
+            if key in raw:
+                value = _rule(errors, where, _vllm.check_serve_flag, key, raw[key], key)
+            elif starts:
+                value = role_value(key)
+            else:
+                value = None  # a stopped instance's flags are never rendered
             if _vllm.FLAGS_BY_NAME[key].own:
                 inst[key] = value
             elif value is not None:

@@ -158,3 +158,18 @@ def test_max_num_seqs_is_off_by_default_and_reaches_the_command_line_when_set(ma
     assert argv[argv.index('--max-num-seqs') + 1] == '128', argv
     assert argv.index('--max-num-seqs') > argv.index('--gpu-memory-utilization')  # last: older argv unchanged
     assert standin_serve_parser().parse_args(argv[2:]).max_num_seqs == 128  # the stand-in reads it as vLLM does
+
+
+@pytest.mark.parametrize('instances, state', [
+    ([], 'started'),  # teardown.yml, prune.yml: no instance listed
+    ([INSTANCE], 'stopped'),  # the role's state stopped
+    ([dict(INSTANCE, state='stopped')], 'started'),  # the only instance is stopped
+])
+def test_a_flags_role_variable_is_not_checked_when_no_instance_starts(instances, state):
+    """An inventory with a bad flag value (vllm_instance_max_model_len: 0) can still be torn down or stopped."""
+    settings = dict(GUIDE, state=state, serve_flags=dict(GUIDE['serve_flags'], vllm_instance_max_model_len=0))
+    plan = vllm_plan.plan_instances(instances, settings, 'node1')
+    assert plan['errors'] == []
+    started = vllm_plan.plan_instances([INSTANCE], dict(settings, state='started'), 'node1')['errors']
+    assert len(started) == 1
+    assert_names(started[0], 'node1: ', 'vllm_instance_max_model_len')
