@@ -67,7 +67,11 @@ def _flag(name, flag, kind, low=None, high=None, above=None, why='', own=False, 
     return ServeFlag(name, flag, kind, low, high, above, why, own, doc)
 
 
+# The fix said with a value out of range of a flag that may be left unset. It depends on who passes the value: a
+# module user omits the option; a role variable (or an instance's key) omitted gives the role's default, so the role
+# says "set it to null" (check_serve_flag's ``unset``).
 UNSET = "omit it for vLLM's default"
+UNSET_ROLE = "set it to null for vLLM's default"
 
 # In the order of the command line (the guide's order; a new flag goes last, so the command line, and with it the
 # fingerprint of running instances, stays the same until the flag is set). The one place a vllm serve flag is
@@ -120,21 +124,24 @@ def _number(value):
     return value
 
 
-def check_serve_flag(name, value, option=None):
+def check_serve_flag(name, value, option=None, unset=UNSET):
     """The value of flag ``name`` (a whole number, a number or text, as the table says), checked against the
     table's range; None and '' are "unset" (vLLM's default) and come back as None. A whole number given as text
-    (a templated value) is read as one. Raises KvpoolError naming ``option`` (default: the flag's name)."""
+    (a templated value) is read as one. Raises KvpoolError naming ``option`` (default: the flag's name) and, for a
+    flag that may be unset, the fix ``unset`` (:data:`UNSET` for a module's option, :data:`UNSET_ROLE` for a role's
+    variable)."""
     flag = FLAGS_BY_NAME[name]
     option = option or name
+    why = unset if flag.why == UNSET else flag.why
     if value is None or value == '':
         return None
     if flag.type == 'int':
-        return _validate.int_range(_whole_number(value), option, flag.low, flag.high, flag.why)
+        return _validate.int_range(_whole_number(value), option, flag.low, flag.high, why)
     if flag.type == 'float':
         value = _number(value)
         if isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        return _validate.number_range(value, option, low=flag.low, high=flag.high, above=flag.above, why=flag.why)
+        return _validate.number_range(value, option, low=flag.low, high=flag.high, above=flag.above, why=why)
     return str(value)
 
 

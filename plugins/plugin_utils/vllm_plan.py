@@ -307,9 +307,10 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
         errors.append('%s: set the NPUs with the instance\'s devices list, not ASCEND_RT_VISIBLE_DEVICES in the '
                       'environment' % where)
         user.pop('ASCEND_RT_VISIBLE_DEVICES')
-    if _rule(errors, where, _vllm.check_key_placement, user, [], 'vllm_instance_api_key') is None and \
-            API_KEY_ENV in user:
-        user.pop(API_KEY_ENV)  # dropped from the plan at once: the plan is a fact, shown with -v
+    # A key in the environment is an error (check_key_placement says where it goes), and it is dropped from the
+    # plan at once either way: the plan is a fact, shown with -v.
+    _rule(errors, where, _vllm.check_key_placement, user, [], 'vllm_instance_api_key')
+    user.pop(API_KEY_ENV, None)
     if 'ASCEND_BUFFER_POOL' in user:
         if ascend_buffer_pool in (None, ''):
             ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
@@ -468,7 +469,7 @@ def plan_instances(instances, settings, host='this host'):
     def role_value(key):
         if key not in role_values:
             role_values[key] = _rule(errors, host, _vllm.check_serve_flag, key, role_flags.get(ROLE_PREFIX + key),
-                                     ROLE_PREFIX + key)
+                                     ROLE_PREFIX + key, _vllm.UNSET_ROLE)
         return role_values[key]
     ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
                                            settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
@@ -500,7 +501,8 @@ def plan_instances(instances, settings, host='this host'):
         inst['name'] = name
         devices = _rule(errors, where, _vllm.check_devices, raw.get('devices'), 'devices') or []
         inst['devices'] = devices
-        tp = _rule(errors, where, _vllm.check_serve_flag, 'tensor_parallel_size', raw.get('tensor_parallel_size'))
+        tp = _rule(errors, where, _vllm.check_serve_flag, 'tensor_parallel_size', raw.get('tensor_parallel_size'),
+                   'tensor_parallel_size', 'omit it for one worker per NPU of devices')
         if tp is not None:
             _rule(errors, where, _vllm.check_tensor_parallel, tp, devices, 'tensor_parallel_size', 'devices')
         inst['tensor_parallel_size'] = tp or len(devices)
@@ -522,7 +524,7 @@ def plan_instances(instances, settings, host='this host'):
         starts = state != 'stopped' and not role_stopped
         for key in ROLE_FLAGS:
             if key in raw:
-                value = _rule(errors, where, _vllm.check_serve_flag, key, raw[key], key)
+                value = _rule(errors, where, _vllm.check_serve_flag, key, raw[key], key, _vllm.UNSET_ROLE)
             elif starts:
                 value = role_value(key)
             else:

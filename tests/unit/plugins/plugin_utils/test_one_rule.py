@@ -26,6 +26,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
 manager = svc.manager  # the fixture
 
 INSTANCE = {'name': 'a', 'devices': [0, 1, 2, 3], 'port': 8002}
+TP_ROLE_FIX = 'omit it for one worker per NPU of devices'
 
 
 def plan_errors(instance=None, **settings):
@@ -81,7 +82,11 @@ def test_the_plan_and_the_module_give_the_same_message(manager, capsys, rule, in
     assert module_option in message, message
     # The plan says where: the instance by its name, or by its place in the list when the name is the bad value.
     where = 'node1: vllm_instance_instances[0]' if rule == 'name' else 'node1: instance a'
-    expected = '%s: %s' % (where, message.replace(module_option, role_option, 1))
+    # The fix of an unset-able flag differs: a module user omits the option; omitting a role variable or an
+    # instance's key gives the role's value, so the role says "set it to null" (the tensor parallel size: omit it
+    # for one worker per NPU).
+    fix = TP_ROLE_FIX if role_option == 'tensor_parallel_size' else _vllm.UNSET_ROLE
+    expected = '%s: %s' % (where, message.replace(module_option, role_option, 1).replace(_vllm.UNSET, fix))
     errors = plan_errors(instance, **settings)
     assert expected in errors, (rule, errors)
     assert 'sekret' not in message and 'sekret' not in ' '.join(errors)
@@ -114,6 +119,7 @@ def test_every_flag_of_the_table_has_one_rule_for_role_and_module(manager, capsy
     else:
         errors = plan_errors(serve_flags={'vllm_instance_' + flag.name: bad})
         expected = 'node1: ' + message.replace(module_option, 'vllm_instance_' + flag.name, 1)
+    expected = expected.replace(_vllm.UNSET, _vllm.UNSET_ROLE)
     assert expected in errors, errors
     assert len(errors) == 1, errors  # a role variable is checked once per host, not once per instance
 
@@ -173,3 +179,25 @@ def test_a_flags_role_variable_is_not_checked_when_no_instance_starts(instances,
     started = vllm_plan.plan_instances([INSTANCE], dict(settings, state='started'), 'node1')['errors']
     assert len(started) == 1
     assert_names(started[0], 'node1: ', 'vllm_instance_max_model_len')
+
+
+@pytest.mark.parametrize('level', ['instance', 'role'])
+def test_the_role_says_set_it_to_null_and_the_module_says_omit_it(manager, capsys, level):
+    """Omitting a role variable gives the role's default, not vLLM's: the role's fix is null."""
+    if level == 'instance':
+        errors = plan_errors({'max_model_len': 0})
+    else:
+        errors = plan_errors(serve_flags={'vllm_instance_max_model_len': 0})
+    assert len(errors) == 1, errors
+    assert_names(errors[0], 'max_model_len=0', 'set it to null')
+    assert 'omit it' not in errors[0]
+    assert_names(module_message(capsys, serve_flags={'max_model_len': 0}), 'serve_flags.max_model_len=0', 'omit it')
+
+
+def test_a_key_in_the_environment_is_an_error_and_never_enters_the_plan():
+    s = dict(GUIDE, serve_flags=dict(GUIDE['serve_flags']))
+    plan = vllm_plan.plan_instances([dict(INSTANCE, environment={'VLLM_API_KEY': 'sekret', 'A': '1'})], s, 'node1')
+    assert len(plan['errors']) == 1
+    assert_names(plan['errors'][0], 'node1: instance a', 'vllm_instance_api_key', 'VLLM_API_KEY')
+    assert 'sekret' not in repr(plan)
+    assert plan['instances'][0]['env']['A'] == '1'
