@@ -153,6 +153,48 @@ def test_http_status_sends_extra_headers():
         srv.server_close()
 
 
+def test_a_redirect_is_not_followed_and_the_key_goes_nowhere_else():
+    """A 302 comes back as it is: the request (and its Authorization header) is never sent to the Location."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen = []
+
+    class Target(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get('Authorization'))
+            self.send_response(200)
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    target = HTTPServer(('127.0.0.1', 0), Target)
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header('Location', 'http://127.0.0.1:%d/elsewhere' % target.server_address[1])
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    redirect = HTTPServer(('127.0.0.1', 0), Redirect)
+    for srv in (target, redirect):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        status, body = _proc.http_status('http://127.0.0.1:%d/v1/models' % redirect.server_address[1],
+                                         headers={'Authorization': 'Bearer k1'})
+        assert status == 302
+        assert seen == []
+    finally:
+        for srv in (target, redirect):
+            srv.shutdown()
+            srv.server_close()
+
+
 def test_http_status_error_and_nothing():
     srv = _http_server(503)
     port = srv.server_address[1]
