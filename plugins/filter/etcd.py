@@ -24,10 +24,14 @@ def _var(hostvars, host, name, default):
     return default if value is None or value == '' else value
 
 
-def etcd_members(hosts, hostvars, peer_port=2380, client_port=2379):
+def etcd_members(hosts, hostvars, peer_port=None, client_port=None):
     """``[{name, address, peer_port, client_port}]`` of the etcd ``hosts`` in their order, from each host's
     ``kvpool_etcd_name`` / ``kvpool_etcd_address`` / ``kvpool_etcd_peer_port`` / ``kvpool_etcd_client_port`` (else the
-    inventory name, ``ansible_host`` and the given ports)."""
+    inventory name, ``ansible_host`` and the given ports; etcd's defaults when not given)."""
+    from ansible_collections.ascend.kvpool.plugins.module_utils._shared import ETCD_CLIENT_PORT, ETCD_PEER_PORT
+
+    peer_port = ETCD_PEER_PORT if peer_port is None else peer_port
+    client_port = ETCD_CLIENT_PORT if client_port is None else client_port
     out = []
     for host in list(hosts or []):
         address = _var(hostvars, host, 'kvpool_etcd_address', _var(hostvars, host, 'ansible_host', host))

@@ -20,13 +20,13 @@ from __future__ import absolute_import, division, print_function
 
 import base64
 import json
-import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, is_loopback
 
 __metaclass__ = type
 
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
+NAME_RE = _shared.NAME_RE
 
 
 def peer_url(address, port, tls=False):
@@ -76,7 +76,7 @@ def build_etcd_argv(binary, p, members):
     me = peer_url(p['address'], p['peer_port'], tls)
     client = client_url(p['address'], p['client_port'])
     listen_client = [client]
-    if p.get('listen_localhost', True) and p['address'] not in ('127.0.0.1', '::1', 'localhost'):
+    if p.get('listen_localhost', True) and not is_loopback(p['address']):
         listen_client.append(client_url('127.0.0.1', p['client_port']))
     argv = [str(binary),
             '--name=%s' % p['name'],

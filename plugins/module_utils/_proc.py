@@ -23,6 +23,8 @@ import re
 import socket
 import time
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import is_port
+
 
 def stat_fields(stat_text):
     """Fields 3.. of a /proc/<pid>/stat line (after the parenthesised command name), or None."""
@@ -97,7 +99,7 @@ def split_target(target):
     """'host:port' or '[v6]:port' -> (host, port); ValueError when malformed."""
     host, sep, port = target.rpartition(':')
     # getaddrinfo wraps a port over 65535 (70000 -> 4464), so an out-of-range port would probe another port.
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not sep or not host or not is_port(port):
         raise ValueError(target)
     return host.strip('[]'), int(port)
 

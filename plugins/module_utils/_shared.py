@@ -5,13 +5,15 @@
 """The values and address rules that the modules (on the nodes) and the controller plans (``plugin_utils``) share,
 defined once (Python 3.8+, standard library only).
 
-- :data:`MAX_DEVICE_ID`: the NPU ids of one node.
+- :data:`MAX_DEVICE_ID`: the NPU ids of one node. :data:`NAME_RE`: the names that name a unit (an instance, an
+  etcd member, the etcd cluster token). :func:`is_port`: a TCP port.
 - :data:`WILDCARD_ADDRESSES`, :func:`is_wildcard`, :func:`is_loopback`: what a listen address means.
 - :func:`probe_host` (where a server is polled from its own host) and :func:`reach_address` (where another host
   reaches it): the two address rules. :func:`format_host_port` and :func:`base_url` write an endpoint.
-- The default ports of the services whose modules have one (:data:`ROUTER_PORT`, :data:`ROUTER_PROMETHEUS_PORT`):
-  the roles take theirs from role ``kvpool_defaults`` (``kvpool_defaults_router_port``, ...), and a unit test holds
-  the two equal.
+- The default ports of the services whose modules have one (:data:`ROUTER_PORT`, :data:`ROUTER_PROMETHEUS_PORT`,
+  :data:`MASTER_PORT`, :data:`MASTER_METRICS_PORT`, :data:`ETCD_CLIENT_PORT`, :data:`ETCD_PEER_PORT`): the modules'
+  argument specs use them; the roles take theirs from role ``kvpool_defaults`` (``kvpool_defaults_router_port``,
+  ...), and a unit test holds the two equal.
 
 Group names and the other ports reach the controller plans from role ``kvpool_defaults`` through their settings
 (``settings['defaults']``): they are not repeated here.
@@ -22,9 +24,25 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import re
 
 # NPU ids of one node: 0-7 on an Atlas A2 (8 NPUs), 0-15 on an A3 (16 dies), as hccn_tool -i takes them.
 MAX_DEVICE_ID = 15
+
+# A name that names a unit, a container or an etcd member: 1-63 letters, digits, '.', '_' or '-', starting with a
+# letter or digit.
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
+
+
+def is_port(value):
+    """Whether ``value`` is a TCP port, 1-65535: a whole number, or its digits as text (a templated value); never
+    a bool or a fraction."""
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return False
+        value = int(value)
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 # Listen addresses that mean "every interface" ('' = none given: the server's own default, every interface).
 WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]', '*')
@@ -37,6 +55,16 @@ LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'localhost6', 'localhost
 # kvpool_defaults_router_prometheus_port; module vllm_router's defaults).
 ROUTER_PORT = 30000
 ROUTER_PROMETHEUS_PORT = 29000
+
+# The Mooncake master's RPC port (the guide's; Mooncake's own default is 50051) and metrics port (role
+# kvpool_defaults: kvpool_defaults_master_port and kvpool_defaults_master_metrics_port; module mooncake_master's
+# defaults).
+MASTER_PORT = 50088
+MASTER_METRICS_PORT = 9003
+
+# etcd's client and peer ports (kvpool_defaults_etcd_client_port; module etcd_member's defaults).
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
 
 # What a server is probed at on its own host when it listens on every interface.
 LOCAL_PROBE_ADDRESS = '127.0.0.1'

@@ -81,6 +81,12 @@ def int_range(value, option, low, high=None, why=''):
     return value
 
 
+def port(value, option, none=False):
+    """A TCP port (1-65535; 0 too, meaning none, when ``none``), else a KvpoolError naming the option and the value:
+    the rule of every port option of the modules (:func:`_shared.is_port` is the same test without a message)."""
+    return int_range(value, option, 0 if none else 1, 65535, 'a TCP port, 0 for none' if none else 'a TCP port')
+
+
 def number_range(value, option, low=None, high=None, above=None, why=''):
     """A finite number (int or float, not a bool) at least ``low`` (or strictly above ``above``) and at most
     ``high``, else a KvpoolError naming the option, the value and the range. NaN and infinity are refused: a

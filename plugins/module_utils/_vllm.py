@@ -27,7 +27,7 @@ from collections import namedtuple
 from ansible_collections.ascend.kvpool.plugins.module_utils import _shared, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$')
+NAME_RE = _shared.NAME_RE
 # vLLM reads its API key from VLLM_API_KEY or --api-key; only the variable keeps it out of `ps` listings.
 API_KEY_ENV = 'VLLM_API_KEY'
 API_KEY_FLAG = '--api-key'

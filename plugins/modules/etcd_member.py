@@ -261,7 +261,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
-from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, probe_host
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
+    ETCD_CLIENT_PORT, ETCD_PEER_PORT, format_host_port, probe_host,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     UNIT_DIR,
@@ -281,8 +283,8 @@ def check_params(p):
     """Everything the argument spec cannot say; returns the members (with ports). Raises KvpoolError naming the
     option, the value and the fix."""
     for name in ('client_port', 'peer_port'):
-        _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
-    _validate.int_range(p['metrics_port'], 'metrics_port', 0, 65535, 'a TCP port, 0 for none')
+        _validate.port(p[name], name)
+    _validate.port(p['metrics_port'], 'metrics_port', none=True)
     if len(set([p['client_port'], p['peer_port']] + ([p['metrics_port']] if p['metrics_port'] else []))) < (
             3 if p['metrics_port'] else 2):
         raise KvpoolError('client_port, peer_port and metrics_port must differ (now %s, %s, %s)'
@@ -324,14 +326,14 @@ def main():
             state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
             name=dict(type='str', required=True),
             address=dict(type='str', required=True),
-            client_port=dict(type='int', default=2379),
-            peer_port=dict(type='int', default=2380),
+            client_port=dict(type='int', default=ETCD_CLIENT_PORT),
+            peer_port=dict(type='int', default=ETCD_PEER_PORT),
             metrics_port=dict(type='int', default=0),
             members=dict(type='list', elements='dict', required=True, options=dict(
                 name=dict(type='str', required=True),
                 address=dict(type='str', required=True),
-                peer_port=dict(type='int', default=2380),
-                client_port=dict(type='int', default=2379),
+                peer_port=dict(type='int', default=ETCD_PEER_PORT),
+                client_port=dict(type='int', default=ETCD_CLIENT_PORT),
             )),
             data_dir=dict(type='path', default='/var/lib/ascend-kvpool/etcd'),
             cluster_token=dict(type='str', default='kvpool-etcd', no_log=False),  # a name, not a secret

@@ -409,7 +409,7 @@ def check_params(module):
     strings). Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
     p = module.params
     for name in ('port', 'metrics_port'):
-        _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
+        _validate.port(p[name], name)
     if p['port'] == p['metrics_port']:
         raise KvpoolError('port and metrics_port are both %d; give them different ports' % p['port'])
     for name in ('eviction_high_watermark_ratio', 'eviction_ratio'):
@@ -432,10 +432,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
-            port=dict(type='int', default=50088, aliases=['rpc_port']),
+            port=dict(type='int', default=_shared.MASTER_PORT, aliases=['rpc_port']),
             mooncake_version=dict(type='str', default=''),
             rpc_address=dict(type='str'),
-            metrics_port=dict(type='int', default=9003),
+            metrics_port=dict(type='int', default=_shared.MASTER_METRICS_PORT),
             metrics_address=dict(type='str'),
             eviction_high_watermark_ratio=dict(type='float', default=0.95),
             eviction_ratio=dict(type='float', default=0.05),

@@ -258,6 +258,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
 from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import is_port
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
@@ -503,7 +504,7 @@ def main():
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
-    bad = [port for port in p['ports'] if not 1 <= port <= 65535]
+    bad = [port for port in p['ports'] if not is_port(port)]
     if bad:
         raise KvpoolError('ports must be TCP ports 1-65535, got %s' % bad)
     bad = [t for t in p['connect'] if not _valid_target(t)]

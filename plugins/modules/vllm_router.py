@@ -289,7 +289,7 @@ def check_params(p):
         raise KvpoolError('name=%r: use lowercase letters, digits and -, not starting with vllm- (the unit is '
                           'kvpool-<name>; kvpool-vllm-* are the instances\' units)' % p['name'])
     for name in ('port', 'prometheus_port'):
-        _validate.int_range(p[name], name, 1, 65535, 'a TCP port')
+        _validate.port(p[name], name)
     if p['port'] == p['prometheus_port']:
         raise KvpoolError('port and prometheus_port are both %d; give them different ports' % p['port'])
     for name in ('worker_startup_check_interval', 'worker_startup_timeout', 'health_check_interval',

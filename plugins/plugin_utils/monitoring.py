@@ -24,7 +24,9 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port, is_loopback, reach_address
+from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
+    format_host_port, is_loopback, is_port, reach_address,
+)
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.bench_plan import DEFAULT_KEYS, shared_defaults
 
 # The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults, checked by shared_defaults):
@@ -44,13 +46,6 @@ def _get(hostvars, host, key, default=None):
     except Exception:  # pylint: disable=broad-except  # an undefined template in someone's inventory
         value = default
     return default if value is None else value
-
-
-def _is_port(value):
-    try:
-        return 1 <= int(value) <= 65535 and not isinstance(value, bool)
-    except (TypeError, ValueError):
-        return False
 
 
 def _scrape_address(address, hostvars, host):
@@ -93,7 +88,7 @@ def parse_router(spec, index):
         return None, 'routers[%d]: %r is not a URL with a port (http://HOST:PORT, the router\'s Prometheus ' \
             'port)' % (index, url)
     port = int(m.group('port'))
-    if not _is_port(port):
+    if not is_port(port):
         return None, 'routers[%d]: port %d is not a TCP port 1-65535' % (index, port)
     address = m.group('host').strip('[]')
     return {'name': str(name or ('router' if index == 0 else 'router-%d' % index)),
@@ -116,7 +111,7 @@ def _deployed_routers(settings, hostvars, groups, cluster, extra, out):
         if not _truthy(_get(hostvars, host, 'kvpool_router_enabled', False)):
             continue
         port = _get(hostvars, host, 'kvpool_router_prometheus_port', defaults['router_prometheus_port'])
-        if not _is_port(port):
+        if not is_port(port):
             out['errors'].append('%s: kvpool_router_prometheus_port %r is not a TCP port 1-65535' % (host, port))
             continue
         name, bind = 'kvpool_router_prometheus_host', _get(hostvars, host, 'kvpool_router_prometheus_host', '')
@@ -164,7 +159,7 @@ def monitoring_targets(settings, hostvars, groups):
     master_group = settings.get('master_group') or defaults['master_group']
     for host in groups.get(master_group) or []:
         port = _get(hostvars, host, 'mooncake_master_metrics_port', defaults['master_metrics_port'])
-        if not _is_port(port):
+        if not is_port(port):
             errors.append('%s: mooncake_master_metrics_port %r is not a TCP port 1-65535' % (host, port))
             continue
         address = _scrape_address(_get(hostvars, host, 'mooncake_master_metrics_address', ''), hostvars, host)
@@ -188,7 +183,7 @@ def monitoring_targets(settings, hostvars, groups):
             continue
         for inst in instances:
             name, port, address = inst.get('name'), inst.get('port'), inst.get('address')
-            if not _is_port(port) or not address:
+            if not is_port(port) or not address:
                 errors.append('%s: instance %s: port %r is not a TCP port 1-65535' % (host, name, port))
                 continue
             if inst.get('loopback') and host != settings.get('monitoring_host'):

@@ -429,9 +429,9 @@ def plan_instances(instances, settings, host='this host'):
     stopped checks no flag's role variable), version, npu_type, model_path, serve_flags (the role variables of
     the flags of ``_vllm.SERVE_FLAGS``, by their names: ``{'vllm_instance_dtype': 'bfloat16', ...}``,
     :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config,
-    register_buffer, ascend_buffer_pool, kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed, ld_library_path, mooncake_install,
-    mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports; and node_address (where other hosts
-    reach the node: its ``ansible_host``, else ``host``).
+    register_buffer, ascend_buffer_pool, kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed,
+    ld_library_path, mooncake_install, mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports;
+    and node_address (where other hosts reach the node: its ``ansible_host``, else ``host``).
 
     Each planned instance has ``name``, ``port``, ``host`` (its listen address, None for every address) and, from
     :func:`instance_where`, ``address``, ``url``, ``endpoint`` and ``loopback``.

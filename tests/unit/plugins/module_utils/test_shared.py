@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _shared
-from ansible_collections.ascend.kvpool.plugins.modules import vllm_router
+from ansible_collections.ascend.kvpool.plugins.modules import etcd_member, mooncake_master, vllm_router
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -65,3 +65,29 @@ def test_the_router_ports_agree_with_kvpool_defaults_and_the_module_docs():
     options = yaml.safe_load(vllm_router.DOCUMENTATION)['options']
     assert options['port']['default'] == _shared.ROUTER_PORT
     assert options['prometheus_port']['default'] == _shared.ROUTER_PROMETHEUS_PORT
+
+
+def test_the_master_and_etcd_ports_agree_with_kvpool_defaults_and_the_module_docs():
+    defaults = yaml.safe_load((ROOT / 'roles' / 'kvpool_defaults' / 'defaults' / 'main.yml').read_text())
+    assert defaults['kvpool_defaults_master_port'] == _shared.MASTER_PORT
+    assert defaults['kvpool_defaults_master_metrics_port'] == _shared.MASTER_METRICS_PORT
+    assert defaults['kvpool_defaults_etcd_client_port'] == _shared.ETCD_CLIENT_PORT
+    master = yaml.safe_load(mooncake_master.DOCUMENTATION)['options']
+    assert (master['port']['default'], master['metrics_port']['default']) == (_shared.MASTER_PORT,
+                                                                              _shared.MASTER_METRICS_PORT)
+    etcd = yaml.safe_load(etcd_member.DOCUMENTATION)['options']
+    assert (etcd['client_port']['default'], etcd['peer_port']['default']) == (_shared.ETCD_CLIENT_PORT,
+                                                                              _shared.ETCD_PEER_PORT)
+
+
+@pytest.mark.parametrize('value, expected', [
+    (1, True), (65535, True), ('8002', True), (' 8002 ', True), (0, False), (65536, False), (-1, False),
+    (True, False), (8002.0, False), ('80.5', False), ('', False), (None, False), ('x', False),
+])
+def test_is_port_one_rule_for_every_reader(value, expected):
+    assert _shared.is_port(value) is expected
+
+
+def test_the_name_rule_is_one_for_instances_and_etcd():
+    from ansible_collections.ascend.kvpool.plugins.module_utils import _etcd, _vllm
+    assert _vllm.NAME_RE is _shared.NAME_RE is _etcd.NAME_RE
