@@ -201,3 +201,14 @@ def test_a_key_in_the_environment_is_an_error_and_never_enters_the_plan():
     assert_names(plan['errors'][0], 'node1: instance a', 'vllm_instance_api_key', 'VLLM_API_KEY')
     assert 'sekret' not in repr(plan)
     assert plan['instances'][0]['env']['A'] == '1'
+
+
+@pytest.mark.parametrize('key', ['dtype', 'max_model_len', 'vllm_instance_max_num_seqs'])
+def test_a_flag_among_the_settings_is_an_error_not_ignored(key):
+    """The settings' layout before the table (dtype, max_model_len, ... at the top level) fails naming the key and
+    where it goes, instead of being ignored."""
+    settings = dict(GUIDE, serve_flags=dict(GUIDE['serve_flags']))
+    settings[key] = '1'
+    errors = vllm_plan.plan_instances([INSTANCE], settings, 'node1')['errors']
+    assert len(errors) == 1, errors
+    assert_names(errors[0], 'node1: ', key, 'settings.serve_flags', 'vllm_instance_' + key.replace('vllm_instance_', ''))
