@@ -44,6 +44,7 @@ def is_port(value):
         value = int(value)
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
+
 # Listen addresses that mean "every interface" ('' = none given: the server's own default, every interface).
 WILDCARD_ADDRESSES = ('', '0.0.0.0', '::', '[::]', '*')
 

@@ -462,8 +462,8 @@ def plan_instances(instances, settings, host='this host'):
     # A flag given among the settings (the layout before the table) would be ignored: a wrong success.
     misplaced = sorted(k for k in settings if k in ROLE_FLAGS or k in ROLE_FLAG_VARS)
     if misplaced:
-        errors.append('%s: the settings carry the vllm serve flag(s) %s, which the plan reads from settings.serve_flags '
-                      'only: pass them there under their role variables (%s)'
+        errors.append('%s: the settings carry the vllm serve flag(s) %s, which the plan reads from '
+                      'settings.serve_flags only: pass them there under their role variables (%s)'
                       % (host, ', '.join(misplaced),
                          ', '.join(k if k.startswith(ROLE_PREFIX) else ROLE_PREFIX + k for k in misplaced)))
     # The flags' role variables, checked once per host (an instance's own value is checked with the instance), and

@@ -211,4 +211,5 @@ def test_a_flag_among_the_settings_is_an_error_not_ignored(key):
     settings[key] = '1'
     errors = vllm_plan.plan_instances([INSTANCE], settings, 'node1')['errors']
     assert len(errors) == 1, errors
-    assert_names(errors[0], 'node1: ', key, 'settings.serve_flags', 'vllm_instance_' + key.replace('vllm_instance_', ''))
+    variable = 'vllm_instance_' + key.replace('vllm_instance_', '')
+    assert_names(errors[0], 'node1: ', key, 'settings.serve_flags', variable)
