@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _etcd = lazy.module('module_utils._etcd')
-format_host_port = lazy.function('module_utils._mooncake', 'format_host_port')
+format_host_port = lazy.function('module_utils._shared', 'format_host_port')
 
 
 def _var(hostvars, host, name, default):
