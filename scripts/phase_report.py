@@ -34,6 +34,7 @@ def main(start=None):
         if what == 'begin':
             if last_end is not None and t - last_end >= 5:
                 out.append('  %-22s %7s' % ('(set-up between)', mmss(t - last_end)))
+                last_end = t  # two jobs that begin together: the gap is shown once
             begun[name] = t
         elif name in begun:
             out.append('  %-22s %7s' % (name, mmss(t - begun.pop(name))))
