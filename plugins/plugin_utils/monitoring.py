@@ -28,6 +28,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     format_host_port, is_loopback, is_port, reach_address,
 )
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.bench_plan import DEFAULT_KEYS, shared_defaults
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import loopback_only
 
 # The shared defaults this plan needs (settings['defaults'], from role kvpool_defaults, checked by shared_defaults):
 # the benchmark plan's, and the router group and metrics port (role kvpool_router's defaults are not in hostvars:
@@ -187,10 +188,7 @@ def monitoring_targets(settings, hostvars, groups):
                 errors.append('%s: instance %s: port %r is not a TCP port 1-65535' % (host, name, port))
                 continue
             if inst.get('loopback') and host != settings.get('monitoring_host'):
-                errors.append('%s: instance %s listens on %s only (vllm_instance_listen_host or its listen_host): no '
-                              'Prometheus on another host reaches its /metrics. Bind it to an address of %s (or '
-                              'leave it empty: every address) and run site.yml --tags instances'
-                              % (host, name, address, host))
+                errors.append(loopback_only(host, inst, 'Prometheus'))
                 continue
             target = format_host_port(address, port)
             if target in seen:

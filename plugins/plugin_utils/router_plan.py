@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import loopback_only
+
 
 class RouterPlanError(ValueError):
     """A message for the operator: what is wrong, where, and the fix."""
@@ -37,12 +39,8 @@ def router_workers(hosts, hostvars, urls=None):
             if inst.get('state') == 'stopped' or not inst.get('port'):
                 continue
             if inst.get('loopback'):
-                raise RouterPlanError(
-                    'kvpool_router: instance %s of host %s is bound to the loopback address %s only, which the router '
-                    'cannot reach from another host. Bind it to an address of %s, or leave its listen address empty '
-                    '(every address), with vllm_instance_listen_host or the instance\'s listen_host; or list the '
-                    'worker URLs in kvpool_router_worker_urls'
-                    % (inst.get('name') or inst['port'], host, inst.get('address'), host))
+                raise RouterPlanError('kvpool_router: %s; or list the worker URLs in kvpool_router_worker_urls'
+                                      % loopback_only(host, inst, 'the router'))
             out.add(inst['url'])
     if missing:
         raise RouterPlanError(

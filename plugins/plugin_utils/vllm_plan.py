@@ -421,6 +421,15 @@ def instance_where(listen_host, port, node_address):
             'loopback': not is_wildcard(listen_host) and is_loopback(listen_host)}
 
 
+def loopback_only(host, inst, reader):
+    """The refusal of an instance bound to a loopback address (``inst['loopback']`` of the plan) by ``reader``, a
+    server on another host that would use it (the router, Prometheus): the one wording of this rule."""
+    return ('%s: instance %s listens on the loopback address %s only, which %s on another host cannot reach. Bind it '
+            'to an address of %s, or leave its listen address empty (every address), with vllm_instance_listen_host '
+            'or the instance\'s listen_host, and run site.yml --tags instances'
+            % (host, inst.get('name') or inst.get('port'), inst.get('address'), reader, host))
+
+
 def plan_instances(instances, settings, host='this host'):
     """The full plan of one host's instances: rendered config, environment, argv inputs, where each answers,
     warnings and errors.

@@ -72,6 +72,7 @@ def test_the_master_and_etcd_ports_agree_with_kvpool_defaults_and_the_module_doc
     assert defaults['kvpool_defaults_master_port'] == _shared.MASTER_PORT
     assert defaults['kvpool_defaults_master_metrics_port'] == _shared.MASTER_METRICS_PORT
     assert defaults['kvpool_defaults_etcd_client_port'] == _shared.ETCD_CLIENT_PORT
+    assert defaults['kvpool_defaults_etcd_peer_port'] == _shared.ETCD_PEER_PORT
     master = yaml.safe_load(mooncake_master.DOCUMENTATION)['options']
     assert (master['port']['default'], master['metrics_port']['default']) == (_shared.MASTER_PORT,
                                                                               _shared.MASTER_METRICS_PORT)

@@ -213,3 +213,23 @@ def test_a_flag_among_the_settings_is_an_error_not_ignored(key):
     assert len(errors) == 1, errors
     variable = 'vllm_instance_' + key.replace('vllm_instance_', '')
     assert_names(errors[0], 'node1: ', key, 'settings.serve_flags', variable)
+
+
+def test_the_router_and_prometheus_refuse_a_loopback_instance_with_the_same_rule():
+    """An instance bound to loopback only: the router plan and the monitoring plan both refuse it with
+    vllm_plan.loopback_only, naming the host, the instance, the address and the listen-address variables."""
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils import monitoring, router_plan
+
+    hostvars = {'node1': {'ansible_host': '10.0.0.1', 'inventory_hostname': 'node1',
+                          'vllm_instance_plan': {'instances': [
+                              dict(vllm_plan.instance_where('127.0.0.1', 8002, '10.0.0.1'), name='a', port=8002)]}}}
+    with pytest.raises(router_plan.RouterPlanError) as err:
+        router_plan.router_workers(['node1'], hostvars)
+    settings = {'defaults': {'node_group': 'npu_nodes', 'master_group': 'mooncake_master',
+                             'router_group': 'kvpool_router', 'master_metrics_port': 9003,
+                             'router_prometheus_port': 29000}, 'monitoring_host': 'prometheus1'}
+    errors = monitoring.monitoring_targets(settings, hostvars, {'npu_nodes': ['node1'], 'mooncake_master': ['node1']})['errors']
+    for message, reader in ((str(err.value), 'the router'), (errors[0], 'Prometheus')):
+        assert_names(message, 'node1: instance a', '127.0.0.1 only', reader, 'vllm_instance_listen_host',
+                     'listen_host', 'site.yml --tags instances')
+    assert str(err.value).replace('the router', 'Prometheus').startswith('kvpool_router: ' + errors[0])

@@ -63,7 +63,7 @@ def test_the_default_bind_on_a_node_reached_at_loopback_is_loopback_only():
     hostvars = {'lab': plan({'name': 'a', 'port': 8002}, ansible_host='127.0.0.1')}
     with pytest.raises(router_plan.RouterPlanError) as err:
         router_plan.router_workers(['lab'], hostvars)
-    assert_names(str(err.value), 'instance a of host lab', 'loopback address 127.0.0.1 only')
+    assert_names(str(err.value), 'lab: instance a', '127.0.0.1 only', 'kvpool_router_worker_urls')
 
 
 def test_explicit_urls_win():
@@ -75,10 +75,10 @@ def test_explicit_urls_win():
     ([], HOSTVARS, 'no instance to route to on the worker group'),
     (['node1'], {'node1': plan({'name': 'a', 'port': 8002, 'state': 'stopped'})}, 'every one is stopped'),
     (['node1'], {'node1': plan({'name': 'lo', 'listen_host': '127.0.0.1', 'port': 8002})},
-     ('instance lo of host node1', 'loopback address 127.0.0.1 only', 'vllm_instance_listen_host', 'listen_host',
+     ('node1: instance lo', 'loopback address 127.0.0.1 only', 'vllm_instance_listen_host', 'listen_host',
       'kvpool_router_worker_urls')),
     (['node1'], {'node1': plan({'name': 'lo', 'listen_host': '[::1]', 'port': 8002})},
-     ('instance lo of host node1', 'loopback address ::1 only')),
+     ('node1: instance lo', 'loopback address ::1 only')),
 ])
 def test_errors_name_the_host_and_the_fix(hosts, hostvars, words):
     with pytest.raises(router_plan.RouterPlanError, match='kvpool_router') as err:
