@@ -228,7 +228,8 @@ def test_the_router_and_prometheus_refuse_a_loopback_instance_with_the_same_rule
     settings = {'defaults': {'node_group': 'npu_nodes', 'master_group': 'mooncake_master',
                              'router_group': 'kvpool_router', 'master_metrics_port': 9003,
                              'router_prometheus_port': 29000}, 'monitoring_host': 'prometheus1'}
-    errors = monitoring.monitoring_targets(settings, hostvars, {'npu_nodes': ['node1'], 'mooncake_master': ['node1']})['errors']
+    groups = {'npu_nodes': ['node1'], 'mooncake_master': ['node1']}
+    errors = monitoring.monitoring_targets(settings, hostvars, groups)['errors']
     for message, reader in ((str(err.value), 'the router'), (errors[0], 'Prometheus')):
         assert_names(message, 'node1: instance a', '127.0.0.1 only', reader, 'vllm_instance_listen_host',
                      'listen_host', 'site.yml --tags instances')
