@@ -1,14 +1,15 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""playbooks/plan.yml (imported by benchmark.yml and monitoring.yml) plans the hosts of every group those playbooks
-read instances from: the node group, kvpool_benchmark_group and kvpool_monitoring_node_group
-(ansible-playbook --list-hosts: nothing runs)."""
+"""playbooks/plan.yml (imported first by benchmark.yml and monitoring.yml) plans the hosts of the node, benchmark
+and monitoring node groups, with those group variables set in the inventory (group_vars/all) or as extra vars, and
+no other host. Run on the controller (connection local; the plan contacts no node)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import subprocess
 import sys
@@ -19,29 +20,44 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOK = Path(sys.executable).parent / 'ansible-playbook'
-INVENTORY = {'all': {'children': {
-    'npu_nodes': {'hosts': {'node1': None, 'node2': None}},
-    'bench': {'hosts': {'node2': None, 'node3': None}},
-    'scraped': {'hosts': {'node4': None}},
-    'other': {'hosts': {'node5': None}},
-}}}
+INVENTORY = {'all': {'hosts': {'prom': {}}, 'children': {
+    'npu_nodes': {'hosts': {'node1': {'ansible_host': '10.0.0.1'}, 'node2': {'ansible_host': '10.0.0.2'}}},
+    'bench_nodes': {'hosts': {'node2': None, 'node3': {'ansible_host': '10.0.0.3'}}},
+    'scraped': {'hosts': {'node4': {'ansible_host': '10.0.0.4'}}},
+    'other': {'hosts': {'node5': {'ansible_host': '10.0.0.5'}}}}}}
 
 
-def planned_hosts(tmp_path, *extra):
-    inventory = tmp_path / 'hosts.yml'
-    inventory.write_text(yaml.safe_dump(INVENTORY))
+def planned(tmp_path, group_vars, extra=None):
+    """{host: [instance URL, ...]} of the hosts plan.yml planned."""
+    (tmp_path / 'group_vars').mkdir()
+    (tmp_path / 'group_vars' / 'all.yml').write_text(yaml.safe_dump(dict(
+        group_vars, ansible_connection='local', ansible_python_interpreter=sys.executable)))
+    (tmp_path / 'hosts.yml').write_text(yaml.safe_dump(INVENTORY))
+    out = tmp_path / 'planned'
+    out.mkdir()
+    (tmp_path / 'pb.yml').write_text(yaml.safe_dump([
+        {'ansible.builtin.import_playbook': str(ROOT / 'playbooks' / 'plan.yml')},
+        {'hosts': 'all', 'gather_facts': False, 'tasks': [{'ansible.builtin.copy': {
+            'content': "{{ vllm_instance_plan.instances | map(attribute='url') | list | to_json }}",
+            'dest': str(out) + '/{{ inventory_hostname }}.json'}, 'when': 'vllm_instance_plan is defined'}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / 'ansible.cfg'))
-    args = [str(PLAYBOOK), '-i', str(inventory), str(ROOT / 'playbooks' / 'plan.yml'), '--list-hosts']
-    for e in extra:
-        args += ['-e', e]
-    run = subprocess.run(args, capture_output=True, text=True, env=env)
-    assert run.returncode == 0, run.stdout + run.stderr
-    text = run.stdout.split('hosts (', 1)[1]
-    return sorted(line.strip() for line in text.splitlines()[1:] if line.strip())
+    argv = [str(PLAYBOOK), '-i', str(tmp_path / 'hosts.yml'), str(tmp_path / 'pb.yml')]
+    if extra:
+        argv += ['-e', json.dumps(extra)]
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    return dict((p.stem, json.loads(p.read_text())) for p in out.glob('*.json'))
 
 
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
-def test_the_plan_covers_the_node_benchmark_and_monitoring_groups(tmp_path):
-    assert planned_hosts(tmp_path) == ['node1', 'node2']
-    assert planned_hosts(tmp_path, 'kvpool_benchmark_group=bench', 'kvpool_monitoring_node_group=scraped') == [
-        'node1', 'node2', 'node3', 'node4']
+@pytest.mark.parametrize('where', ['inventory', 'extra vars'])
+def test_the_benchmark_and_monitoring_groups_are_planned_wherever_they_are_set(tmp_path, where):
+    groups = {'kvpool_benchmark_group': 'bench_nodes', 'kvpool_monitoring_node_group': 'scraped'}
+    hosts = planned(tmp_path, groups if where == 'inventory' else {}, groups if where == 'extra vars' else None)
+    # prom and node5 are in no group a reader takes instances from
+    assert hosts == dict(('node%d' % i, ['http://10.0.0.%d:8002' % i]) for i in (1, 2, 3, 4))
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
+def test_by_default_only_the_node_group_is_planned(tmp_path):
+    assert sorted(planned(tmp_path, {})) == ['node1', 'node2']
