@@ -18,6 +18,11 @@ INVENTORY = REPO / 'inventories' / 'sim'
 MOCKCTL = REPO / 'tests' / 'mock' / 'mockctl'
 BIN = Path(sys.executable).parent
 
+# The scenario tests check a message by its parts (what it names, the fix) with the unit tests' helper.
+if str(REPO / 'tests' / 'unit') not in sys.path:
+    sys.path.insert(0, str(REPO / 'tests' / 'unit'))
+from messages import assert_names  # noqa: E402,F401
+
 
 class Run:
     def __init__(self, rc, stdout, report):

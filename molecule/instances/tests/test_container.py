@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +20,9 @@ from pathlib import Path
 import pytest
 
 import instances_lib as lib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'resources'))
+import kvpool_testlib as testlib  # noqa: E402
 
 CONTAINER = 'kvpool-ctest-vllm-ascend'
 MASTER_C = 'kvpool-mooncake-master'
@@ -203,7 +207,7 @@ def test_missing_mount_source_fails_before_anything_changes(deployed, ctest):
     finally:
         hccn.with_suffix('.away').rename(hccn)
     assert res.rc != 0 and res.changed() == {'localhost': 0}
-    assert 'localhost: missing on the host' in res.stdout and '/etc/hccn.conf' in res.stdout
+    testlib.assert_names(res.stdout, 'localhost: missing', 'on the host', '/etc/hccn.conf')
 
 
 def test_teardown_removes_the_container_and_the_files(deployed, ctest):

@@ -170,9 +170,8 @@ def test_master_bound_to_loopback_is_caught_before_the_instances(deployed):
     # The pool phase connects from each node before it writes mooncake.json (module mooncake_config_file, master).
     for node in ENDPOINT:
         assert 'fatal: [%s]: FAILED!' % node in text, (node, text[-6000:])
-    assert ('cannot reach the Mooncake master at 172.31.250.11:50088: [Errno 111] Connection refused (within 3.0 s), '
-            'so mooncake.json was not written. Fix: check that mooncake_master runs on 172.31.250.11') in text, \
-        text[-6000:]
+    testlib.assert_names(text, 'Mooncake master at', '172.31.250.11:50088', 'mooncake.json was not written',
+                         'Fix: check that', 'mooncake_master runs on')
     assert 'PLAY [Run the vLLM-Ascend instances' not in run.stdout
     assert dict((n, lib.instance_pids(n)['vllm-8002']) for n in ENDPOINT) == pids   # instances left alone
     heal_site()
@@ -199,7 +198,8 @@ def test_a_failed_pool_probe_is_run_again_by_a_rerun_that_changes_nothing(deploy
     marker = '/etc/ascend-kvpool/mooncake.json.proven'
     assert lib.sh(lib.NODES['node1'], 'cat %s' % marker)[0] == 0               # the deployment proved the pool
     failed = site(extra_vars={'kvpool_pool_probe': 'always', 'mooncake_config_probe_python': '/nonexistent/python3'})
-    assert failed.rc != 0 and '/nonexistent/python3 not found' in failed.stdout, failed.stdout[-4000:]
+    assert failed.rc != 0, failed.stdout[-4000:]
+    testlib.assert_names(failed.stdout, '/nonexistent/python3', 'not found')
     assert lib.sh(lib.NODES['node1'], 'test -e %s' % marker)[0] != 0          # the record is gone
     again = site()                                                              # master and mooncake.json unchanged
     assert again.rc == 0 and 'sha256 match' in again.stdout, again.stdout[-4000:]

@@ -7,12 +7,17 @@ the stand-in of tests/mock/vllm (SIMULATED: no model, no NPU; the Mooncake pool 
 """
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import instances_lib as lib
 from conftest import site
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'resources'))
+import kvpool_testlib as testlib  # noqa: E402
 
 ENDPOINT = dict((n, 'http://%s:8002' % a) for n, a in lib.ADDRESS.items())
 FAIL_PORT = 8099
@@ -31,7 +36,7 @@ def test_both_nodes_serve_the_model_behind_the_health_gate(deployed):
     # One summary at the end: every instance's endpoint and health.
     summary = deployed.stdout[deployed.stdout.rindex('TASK [ascend.kvpool.vllm_instance : Show the summary]'):]
     summary = ' '.join(summary.split())  # the yaml callback wraps long lines
-    assert '2 instance(s) on 2 node(s): 2 healthy' in summary
+    testlib.assert_names(summary, '2 instance(s) on 2 node(s)', '2 healthy')
     assert 'node1 vllm-8002 http://172.31.250.11:8002 healthy' in summary
     assert 'node2 vllm-8002 http://172.31.250.12:8002 healthy' in summary
 
@@ -108,7 +113,7 @@ def test_start_time_failures_surface_with_the_log_tail(deployed, case, args, nee
     assert res.get('failed'), (case, res)
     # Drill (c), a crash loop: systemd restarts the unit until its rate limit, then the task names the unit and
     # shows the journal tail.
-    assert 'exited after its start' in res['msg'] and 'Last lines of `journalctl -u kvpool-vllm-failtest' in res['msg']
+    testlib.assert_names(res['msg'], 'exited after its start', 'Last lines of `journalctl', 'kvpool-vllm-failtest')
     assert 'kvpool-vllm-failtest.service' in res['msg'], res['msg']
     assert needle in res['msg'] and needle in res['log_tail'], res['msg']
     assert res['state'] == 'stopped' and lib.http('http://172.31.250.11:%d/health' % FAIL_PORT)[0] is None
@@ -121,11 +126,11 @@ def test_start_time_failures_surface_with_the_log_tail(deployed, case, args, nee
 def test_a_failing_instance_fails_the_run_with_the_summary_and_log_tail(deployed, heal):
     run = site('--tags', 'instances', extra_vars={'vllm_instance_kv_connector': 'NoSuchConnector'})
     assert run.rc != 0
-    assert '2 instance(s) on 2 node(s): 0 healthy, 2 problem(s)' in ' '.join(run.stdout.split())
+    testlib.assert_names(' '.join(run.stdout.split()), '2 instance(s) on 2 node(s)', '0 healthy', '2 problem(s)')
     for node in ENDPOINT:
         status = run.status(node, 'vllm-8002')
         assert status['failed'] and 'Unsupported connector type: NoSuchConnector' in status['error']
-        assert 'Last lines of `journalctl -u kvpool-vllm-vllm-8002 -n' in status['error']
+        testlib.assert_names(status['error'], 'Last lines of `journalctl', 'kvpool-vllm-vllm-8002')
     recap = run.recap()
     assert recap['node1']['failed'] == 1 and recap['node2']['failed'] == 1
 
