@@ -63,7 +63,7 @@ def test_the_default_bind_on_a_node_reached_at_loopback_is_loopback_only():
     hostvars = {'lab': plan({'name': 'a', 'port': 8002}, ansible_host='127.0.0.1')}
     with pytest.raises(router_plan.RouterPlanError) as err:
         router_plan.router_workers(['lab'], hostvars)
-    assert_names(str(err.value), 'instance a of host lab', 'loopback address 127.0.0.1 only')
+    assert_names(str(err.value), 'instance a of host lab', 'loopback address 127.0.0.1')
 
 
 def test_explicit_urls_win():
