@@ -137,7 +137,8 @@ def test_an_unexpected_error_in_a_report_action_names_the_action_and_its_argumen
     action.validate_argument_spec = lambda argument_spec: (None, {'label': 'lab'})
     res = action.run(task_vars={})
     assert res['failed'] and 'Traceback' in res['exception']
-    assert_names(res['msg'], 'ascend.kvpool.some_report failed', 'ZeroDivisionError', "arguments label='lab'")
+    assert_names(res['msg'], 'ascend.kvpool.some_report', 'failed unexpectedly', 'ZeroDivisionError',
+                 "arguments label='lab'")
 
 
 BAD_HOSTVARS = {'node1': {'npu_network_node_result': {'npus': 8}},
