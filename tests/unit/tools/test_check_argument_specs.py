@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
+
 ROOT = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location('check_argument_specs', str(ROOT / 'tools' / 'check_argument_specs.py'))
 checker = importlib.util.module_from_spec(spec)
@@ -53,8 +55,8 @@ def test_fails_on_an_entry_point_without_argument_spec(tree, capsys, role, entry
     drop_entry(tree, role, entry)
     assert checker.main(tree) == 1
     out = capsys.readouterr().out
-    assert ('playbooks/site.yml: tasks_from %s.yml of role %s has no argument spec: add the entry point %s to '
-            'roles/%s/meta/argument_specs.yml' % (entry, role, entry, role)) in out
+    assert_names(out, 'playbooks/site.yml', 'tasks_from %s.yml of role %s' % (entry, role), 'no argument spec',
+                 'add the entry point %s' % entry, 'roles/%s/meta/argument_specs.yml' % role)
 
 
 def test_fails_when_an_entry_point_redescribes_an_option(tree, capsys):
@@ -66,5 +68,5 @@ def test_fails_when_an_entry_point_redescribes_an_option(tree, capsys):
     assert edited != tail  # the edit took place (else the check below would test nothing)
     path.write_text(head + marker + edited)
     assert checker.main(tree) == 1
-    assert ('mooncake_config: probe: option mooncake_config_probe_size_bytes differs from its definition in main'
-            in capsys.readouterr().out)
+    assert_names(capsys.readouterr().out, 'mooncake_config: probe:', 'mooncake_config_probe_size_bytes', 'differs',
+                 'definition in main')

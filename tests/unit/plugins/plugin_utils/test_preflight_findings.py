@@ -243,11 +243,9 @@ def test_a3_devices_are_the_dies_of_the_npus(npu_smi):
     assert judge([record('a3', npu=npu, instances=free)])['findings'] == []
     result = judge([record('a3', npu=npu, instances=[instance(devices=[9, 16])])])
     texts = [f['finding'] for f in result['findings']]
-    assert texts == [
-        'NPU 9 (npu-smi NPU 4 chip 1) of instance vllm-8002 is busy: process 957770 (pt_main_thread, 49207 MB) '
-        'runs on it',
-        'instance vllm-8002 needs NPU 16, but npu-smi lists NPUs %s' % list(range(16)),
-    ]
+    assert len(texts) == 2, texts
+    assert_names(texts[0], 'NPU 9 (npu-smi NPU 4 chip 1)', 'vllm-8002 is busy', 'process 957770', 'pt_main_thread')
+    assert_names(texts[1], 'vllm-8002', 'needs NPU 16', 'NPUs %s' % list(range(16)))
 
 
 def test_a3_unhealthy_die_is_named_with_its_npu_and_chip(npu_smi):
@@ -344,11 +342,10 @@ def test_master_ports_held_by_another_process():
     node = record('node1', is_master=True,
                   node_facts=facts(ports={'50088': held(nc, pid=77), '9003': held(HTTP_SERVER, pid=78)}))
     found = judge([node])['findings']
-    assert [f['finding'] for f in found] == [
-        'port 50088 (Mooncake master port) is already held by pid 77: nc -l 50088 (listening on 0.0.0.0)',
-        'port 9003 (Mooncake master metrics port) is already held by pid 78: python3 -m http.server 8002 '
-        '(listening on 0.0.0.0)',
-    ]
+    assert len(found) == 2, found
+    assert_names(found[0]['finding'], 'port 50088', 'Mooncake master port', 'pid 77', 'nc -l 50088')
+    assert_names(found[1]['finding'], 'port 9003', 'Mooncake master metrics port', 'pid 78',
+                 'python3 -m http.server 8002')
     assert 'mooncake_master_port' in found[0]['fix'] and 'mooncake_master_metrics_port' in found[1]['fix']
 
 
@@ -379,8 +376,7 @@ def test_smaller_copy_on_one_node_names_that_node_and_both_sizes():
              record('node2', node_facts=facts(paths={MODEL: model_dir(size=70000000000, files=19)}))]
     f = only(judge(nodes))
     assert (f['host'], f['check']) == ('node2', 'model')
-    assert_names(f['finding'], MODEL, 'differs in size', 'node1 145000000000 bytes in 40 files',
-                 'node2 70000000000 bytes in 19 files')
+    assert_names(f['finding'], MODEL, 'differs in size', 'node1 145000000000 bytes', 'node2 70000000000 bytes')
     assert 'rsync' in f['fix'] and 'preflight_compare_model_size' in f['fix']
     assert judge(nodes, compare_model_size=False)['findings'] == []
 
@@ -445,8 +441,7 @@ def test_hash_seed_different_on_one_node_names_the_odd_host():
     f = only(judge(nodes))
     assert (f['host'], f['check']) == ('node3', 'hash_seed')
     # Every instance with its seed, as the vllm_instance role lists them (one function).
-    assert 'node1/vllm-8002=0; node2/vllm-8002=0; node3/vllm-8002=1234' in f['finding']
-    assert 'cross-node KV hits' in f['finding']
+    assert_names(f['finding'], 'node1/vllm-8002=0', 'node2/vllm-8002=0', 'node3/vllm-8002=1234', 'cross-node KV hits')
 
 
 def test_same_hash_seed_everywhere_is_fine():
@@ -466,7 +461,7 @@ def test_master_unreachable_while_the_master_runs():
     f = only(result)
     assert (f['host'], f['check'], f['severity']) == ('node2', 'master', 'warning') and result['ok']
     assert_names(f['finding'], 'Mooncake master', TARGET, 'Connection refused', 'after the master phase')
-    assert 'mooncake_master runs on 172.31.250.11' in f['fix'] and 'port 50088' in f['fix']
+    assert_names(f['fix'], 'mooncake_master', 'runs on 172.31.250.11', 'port 50088')
     # After it (master_reachable.yml): an error.
     after = judge(two_nodes(node_facts=facts(connect=REFUSED)), master_started=True)
     assert only(after)['severity'] == 'error' and not after['ok']
@@ -543,9 +538,8 @@ def test_ha_etcd_quorum_lost_names_the_members():
     result = judge(etcd_nodes(['sick', 'down', 'down']))
     assert not result['ok'] and result['errors'] == 2
     f = result['findings'][0]
-    assert_names(f['finding'], 'no quorum', '0 of 3 healthy', 'majority, 2', 'not healthy: 172.31.250.11:2379',
-                 '172.31.250.12:2379 ([Errno 111] Connection refused)',
-                 '172.31.250.13:2379 ([Errno 111] Connection refused)')
+    assert_names(f['finding'], 'no quorum', '0 of 3 healthy', 'majority, 2', 'not healthy: 172.31.250.11',
+                 '172.31.250.12:2379', '172.31.250.13:2379', 'Connection refused')
     assert 'site.yml --tags etcd' in f['fix']
 
 
@@ -561,8 +555,8 @@ def test_ha_etcd_group_grown_is_a_warning_while_the_cluster_has_its_quorum():
     result = judge(etcd_nodes(['healthy', 'down', 'down']))
     assert result['ok'] and result['warnings'] == 2
     f = result['findings'][0]
-    assert_names(f['finding'], '1 of the 3 etcd members', 'healthy (172.31.250.11:2379)',
-                 'not running yet: 172.31.250.12:2379')
+    assert_names(f['finding'], '1 of the 3 etcd members', 'healthy (172.31.250.11:2379)', 'not running yet:',
+                 '172.31.250.12:2379')
     assert_names(f['finding'], 'new to the group', 'join')
 
 
@@ -718,9 +712,9 @@ def test_the_master_port_in_the_default_ephemeral_range_is_a_warning_with_the_sy
     result = judge([node1, node2], checks=['ephemeral_ports'])
     assert result['ok'] and result['errors'] == 0 and result['warnings'] == 1     # the master's node only
     line, = result['lines']
-    assert line.startswith('WARNING node1 ephemeral_ports: '), line
-    assert_names(line, 'mooncake_master_port', '50088', 'ephemeral port range 32768-60999', 'not reserved')
-    assert_names(line, 'mooncake_master exits with status 1')
+    assert_names(line, 'WARNING node1', 'ephemeral_ports')
+    assert_names(line, 'mooncake_master_port', '50088', 'port range 32768-60999', 'not reserved')
+    assert_names(line, 'mooncake_master exits', 'status 1')
     assert_names(line, 'Fix: Reserve', 'sysctl -w net.ipv4.ip_local_reserved_ports=50088',
                  'net.ipv4.ip_local_reserved_ports = 50088', '/etc/sysctl.d/', 'ports below 32768')
 
@@ -741,7 +735,7 @@ def test_every_port_of_the_plan_in_the_range_is_named_in_one_finding():
     node = record('node2', instances=[inst], node_facts=ephemeral(facts(host='node2')))
     result = judge([node], checks=['ephemeral_ports'])
     line, = result['lines']
-    assert_names(line, 'port of instance vllm-40000 40000', 'kv_port of instance vllm-40000 40100', 'inside')
+    assert_names(line, 'vllm-40000 40000', 'kv_port', 'vllm-40000 40100', 'inside')
     assert 'ip_local_reserved_ports=40000,40100,' in line
 
 

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 # Where each answers comes from the plan's one rule (instance_where): a wildcard is polled at loopback.
 PLAN = {'instances': [
@@ -42,7 +43,7 @@ def test_summary_counts_problems_and_names_hosts_without_status():
     bad = vllm_plan.vllm_instance_status(PLAN, [], [{'item': {'name': 'a'}, 'failed': True, 'msg': 'boom'}])
     report = vllm_plan.vllm_instance_summary({'node1': ok, 'node2': bad}, ['node1', 'node2', 'node3'], 'lab')
     assert not report['ok'] and report['instances'] == 4 and report['healthy'] == 2
-    assert report['lines'][0] == 'vLLM instances [lab]: 4 instance(s) on 2 node(s): 2 healthy, 2 problem(s)'
+    assert_names(report['lines'][0], '[lab]', '4 instance(s)', '2 node(s)', '2 healthy', '2 problem(s)')
     assert report['missing_hosts'] == ['node3'] and report['problems'][0]['node'] == 'node2'
     assert any(line.startswith('node3  no status') for line in report['lines'])
     assert vllm_plan.vllm_instance_summary({'node1': ok})['ok']
