@@ -154,7 +154,7 @@ def test_ha_split_brain_and_disagreement_named():
     assert_names(_mooncake.ha_judgement([d, c])['problem'], 'node2 accepts RPC', 'standby, not serving')
     e = _master('node2', '172.31.250.12:50088', True, fixture('master_health_serving.json'))
     assert_names(_mooncake.ha_judgement([d, e])['problem'], 'node2 names', '172.31.250.11:50088 as leader',
-                 '172.31.250.12:50088 serves RPC')
+                 '172.31.250.12:50088 serves')
 
 
 def test_ha_old_release_without_admin_server():
