@@ -20,6 +20,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._hccn_phys import (
     parse_optical,
     parse_stat,
 )
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import fixture_names, read_answer
 
 # fixture -> (ok, state, message fragments, raw line start)
@@ -86,14 +87,15 @@ def test_temperature_alarm_against_the_modules_own_limit():
         "temperature          : 47 C", "temperature          : 75 C")
     verdict = judge_optical(0, text, "")
     assert verdict["state"] == "fail"
-    assert verdict["message"] == "temperature 75 C above the module's high threshold 70 C"
+    assert_names(verdict["message"], "temperature 75 C", "high threshold 70 C")
     assert verdict["raw"] == "temperature          : 75 C"
 
 
 def test_power_compared_in_dbm_when_units_differ():
     text = "optical info:\npresent : present\nRx Power0 : -20.5 dBm\nRxPower Low Thres : 0.1445 mW\n"
     verdict = judge_optical(0, text, "")
-    assert verdict["state"] == "fail" and "RX power lane 0 -20.5 dBm below" in verdict["message"]
+    assert verdict["state"] == "fail"
+    assert_names(verdict["message"], "RX power lane 0", "-20.5 dBm below")
 
 
 @pytest.mark.parametrize("answer,state", [
@@ -119,10 +121,11 @@ def test_link_stat_recorded(name):
 def test_link_stat_threshold():
     ans = _answer("hccn_link_stat_910a_after.txt")
     verdict = judge_link_stat(ans["rc"], ans["stdout"], ans["stderr"], flap_threshold=2)
-    assert verdict["ok"] and verdict["message"].startswith("link went down 2 time(s) since boot (link up count 2)")
+    assert verdict["ok"]
+    assert_names(verdict["message"], "link went down 2 time(s)", "since boot", "link up count 2")
     verdict = judge_link_stat(ans["rc"], ans["stdout"], ans["stderr"], flap_threshold=1)
     assert (verdict["ok"], verdict["state"]) == (False, "fail")
-    assert "last change Tue Aug 1 14:44:40 2022 LINK DOWN" in verdict["message"]
+    assert_names(verdict["message"], "last change", "Tue Aug 1 14:44:40 2022", "LINK DOWN")
     assert verdict["raw"] == "[devid 0]link up count       : 2"
 
 

@@ -10,6 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake as mc
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 GIB = 1024 ** 3
 
@@ -150,7 +151,7 @@ def test_unknown_flag_hint():
     log = "WARNING: Logging before InitGoogleLogging() is written to STDERR\nERROR: unknown command line flag " \
           "'metrics_host'\n"
     assert mc.log_errors(log) == ["ERROR: unknown command line flag 'metrics_host'"]
-    assert 'mooncake_master_metrics_address: ""' in mc.unknown_flag_hint(log)
+    assert_names(mc.unknown_flag_hint(log), 'mooncake_master_metrics_address', 'metrics_address: ""')
     assert mc.unknown_flag_hint(log.encode()) == mc.unknown_flag_hint(log)
     assert mc.unknown_flag_hint("ERROR: unknown command line flag 'no_such_flag'") is None
     assert mc.unknown_flag_hint(MASTER_LOG) is None and mc.unknown_flag_hint(None) is None

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight, _prometheus
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 # Text that looks a little like the real thing gets further into the parsers than random characters alone.
 CSV_CELLS = st.one_of(st.text(max_size=12), st.sampled_from(['TTFT', 'E2EL', 'Stage', 'total', 'Average', 'N', 'P90',
@@ -140,5 +141,6 @@ def test_an_aisbench_result_file_that_is_not_utf8_is_named(tmp_path):
     run = tmp_path / '20260101_000000' / 'performances' / _aisbench.MODEL_ABBR
     run.mkdir(parents=True)
     (run / 'ds.csv').write_bytes(b'\xff\xfe\x00garbage')
-    with pytest.raises(ParseError, match=r'AISBench result .*ds\.csv cannot be read'):
+    with pytest.raises(ParseError) as exc:
         _aisbench.read_results(str(tmp_path))
+    assert_names(str(exc.value), 'AISBench result', 'ds.csv', 'cannot be read')

@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _mooncake
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guide import plan
 
 SITE = vllm_plan.ASCEND_LD_LIBRARY_PATH
@@ -54,7 +55,7 @@ def test_kv_load_failure_policy_is_top_level(version, policy):
 
 def test_kv_load_failure_policy_is_checked():
     p = plan(kv_load_failure_policy='retry')
-    assert any('kv_load_failure_policy must be recompute or fail' in e for e in p['errors'])
+    assert_names('\n'.join(p['errors']), 'kv_load_failure_policy', 'recompute or fail')
 
 
 @pytest.mark.parametrize('version, warned', [(r[0], r[8]) for r in RELEASES])
@@ -78,9 +79,9 @@ def test_ld_library_path_follows_the_mooncake_install(version, install, first):
 def test_wheel_install_with_the_image_path_warns_and_bad_install_fails():
     p = plan(version='v0.23.0', ld_library_path=[SITE])
     assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [SITE + '/mooncake', SITE]
-    assert any('wheel loads its transport libraries from' in w for w in p['warnings'])
+    assert_names('\n'.join(p['warnings']), 'wheel loads', 'transport libraries')
     p = plan(mooncake_install='pip', mooncake_site_packages='/usr/lib/python3/dist-packages/')
-    assert any('vllm_instance_mooncake_install must be one of' in e for e in p['errors'])
+    assert_names('\n'.join(p['errors']), 'vllm_instance_mooncake_install', 'must be one of')
 
 
 def test_site_packages_of_another_python():
@@ -182,7 +183,7 @@ def test_an_older_master_rejecting_a_new_flag_names_the_fix(flag):
 def test_a_master_without_rpc_thread_num_names_the_thread_variable():
     # every release of the table has it, whatever the declared version: declaring one would not help
     hint = _mooncake.unknown_flag_hint("ERROR: unknown command line flag 'rpc_thread_num'\n")
-    assert 'mooncake_master_max_threads: 0' in hint and '0.3.9' in hint
+    assert_names(hint, 'mooncake_master_max_threads', 'max_threads: 0', '0.3.9')
 
 
 # What the real masters of PyPI's wheels know (tests/mooncake_matrix starts each with these flags).

@@ -15,6 +15,7 @@ import os
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import hccn_facts, hccn_ping, npu_smi_facts
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.fixture_loader import read_answer
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.network_node import ONE_NPU_LIST, Node, run_module
 
@@ -61,7 +62,8 @@ def test_a_table_cut_short_names_the_npus_it_lacks(monkeypatch, capsys):
     lines = TABLE.split('\n')
     cut = '\n'.join(lines[:len(lines) // 3])
     res = smi(monkeypatch, capsys, answer(cut))
-    assert res['failed'] and 'lists NPUs 0, 1, 2, 3, 4, 5, 6, 7 but the table' in res['msg'] and 'missing' in res['msg']
+    assert res['failed']
+    assert_names(res['msg'], 'NPUs 0, 1, 2, 3, 4, 5, 6, 7', 'but the table', 'missing')
 
 
 def test_npu_health_with_garbage_is_a_finding_not_a_pass(monkeypatch, capsys, conf):
@@ -122,21 +124,21 @@ def test_hccn_conf_that_cannot_be_read_says_so(monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(os, 'open', deny)  # root reads any file: the refusal is what a non-root user meets
     findings, dummy = conf_findings(monkeypatch, capsys, path)
-    assert 'cannot be read: Permission denied' in findings[0]['message']
+    assert_names(findings[0]['message'], 'cannot be read', 'Permission denied')
 
 
 def test_hccn_conf_that_is_not_utf8_names_the_file_and_the_byte(monkeypatch, capsys, tmp_path):
     path = tmp_path / 'hccn.conf'
     path.write_bytes(b'address_0=29.1.2.81\n\xff\xfe\n')
     findings, dummy = conf_findings(monkeypatch, capsys, path)
-    assert '%s is not UTF-8 text (byte 0xff at offset 20)' % path in findings[0]['message']
+    assert_names(findings[0]['message'], str(path), 'not UTF-8 text', 'byte 0xff', 'offset 20')
 
 
 def test_hccn_conf_larger_than_any_is_not_read(monkeypatch, capsys, tmp_path):
     path = tmp_path / 'hccn.conf'
     path.write_bytes(b'#' * (2 << 20))
     findings, dummy = conf_findings(monkeypatch, capsys, path)
-    assert 'not read; is it the right file?' in findings[0]['message']
+    assert_names(findings[0]['message'], 'not read', 'is it the right file?')
 
 
 @pytest.mark.parametrize('text, expected', [

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
@@ -192,24 +193,24 @@ def engine_start(secret=True, state='started', show=''):
 def test_a_secrets_directory_that_cannot_hold_the_key_fails_naming_it(monkeypatch, capsys, tmp_path, case):
     monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path / 'units'))
     secrets = tmp_path / 'secrets'
-    expected = 'the secrets directory %s ' % secrets
     if case == 'a file':
         secrets.write_text('')
-        expected += 'is a file, not a directory'
+        expected = ['is a file', 'not a directory']
     elif case == 'below a file':
         (tmp_path / 'afile').write_text('')
         secrets = tmp_path / 'afile' / 'secrets'
-        expected = 'the secrets directory %s is below %s, which is a file' % (secrets, tmp_path / 'afile')
+        expected = ['is below %s' % (tmp_path / 'afile'), 'which is a file']
     elif case == 'read-only':
         simulate_read_only(monkeypatch, secrets)
-        expected += 'cannot be created: it is on a read-only filesystem'
+        expected = ['cannot be created', 'read-only filesystem']
     else:
         os.symlink('/etc', str(secrets))
-        expected += 'leads through a symlink to /etc, a system directory'
+        expected = ['symlink to /etc', 'a system directory']
     monkeypatch.setattr(_service, 'SECRET_DIR', str(secrets))
     res, calls = engine_start()
-    assert res['failed'] and res['msg'].startswith('could not start vllm instance a (systemd unit '
-                                                   'kvpool-vllm-a.service): ' + expected), res['msg']
+    assert res['failed']
+    assert_names(res['msg'], 'could not start', 'vllm instance a', 'kvpool-vllm-a.service',
+                 'secrets directory %s' % secrets, *expected)
     assert not any(c.startswith('start') for c in calls) and 'sk-dir-test' not in json.dumps(res)
     assert not os.path.exists('/etc/kvpool-vllm-a.env')
 
@@ -254,14 +255,15 @@ def test_a_unit_file_that_cannot_be_removed_is_no_success(monkeypatch, tmp_path)
     unit = units / 'kvpool-vllm-a.service'
     with pytest.raises(_service.ServiceError) as err:
         _service.remove_file(str(unit))
-    assert str(err.value).startswith('cannot remove %s: it is on a read-only filesystem' % unit)
+    assert_names(str(err.value), 'cannot remove %s' % unit, 'read-only filesystem')
     assert _service.remove_file(str(tmp_path / 'missing')) is False
     # Through the module's stop: a failure naming the file, not "stopped" with the unit left enabled for the boot.
     monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
     monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
     res, calls = engine_start(secret=False, state='stopped', show=SHOW_LOADED)
-    assert res['failed'] and res['msg'].startswith('could not stop vllm instance a: cannot remove %s/' % units)
-    assert 'kvpool-vllm-a.service: it is on a read-only filesystem' in res['msg'], res['msg']
+    assert res['failed']
+    assert_names(res['msg'], 'could not stop', 'vllm instance a', 'cannot remove %s/' % units,
+                 'kvpool-vllm-a.service', 'read-only filesystem')
     assert unit.exists()
 
 
@@ -319,7 +321,7 @@ def test_probe_size_bytes_out_of_range_or_not_a_whole_number_fails_naming_it(cap
     res = probe(capsys, tmp_path, size_bytes=size)
     assert res['failed'] and expected in res['msg'], res['msg']
     if 'out of range' in expected:
-        assert 'at most 1 GiB: it only has to prove a put and a get across the nodes' in res['msg']
+        assert_names(res['msg'], 'at most 1 GiB', 'a put and a get')
     assert probe_backend == [] and not (tmp_path / 'state').exists()
 
 
@@ -367,12 +369,14 @@ def test_a_probe_state_dir_that_cannot_be_created_fails_naming_it(capsys, tmp_pa
     simulate_read_only(monkeypatch, tmp_path / 'ro')
     state = tmp_path / 'ro' / 'state'
     res = probe(capsys, tmp_path, state_dir=str(state))
-    assert res['failed'] and 'state_dir=%s cannot be created: it is on a read-only filesystem' % state in res['msg']
+    assert res['failed']
+    assert_names(res['msg'], 'state_dir=%s' % state, 'cannot be created', 'read-only filesystem')
 
 
 def test_a_probe_config_that_is_a_fifo_fails_without_hanging(capsys, tmp_path, probe_backend):
     fifo = tmp_path / 'mooncake.fifo'
     os.mkfifo(str(fifo))
     res = probe(capsys, tmp_path, config_path=str(fifo))
-    assert res['failed'] and res['msg'].startswith('node1: config_path: %s is not a regular file' % fifo), res['msg']
+    assert res['failed']
+    assert_names(res['msg'], 'node1', 'config_path: %s' % fifo, 'not a regular file')
     assert probe_backend == []

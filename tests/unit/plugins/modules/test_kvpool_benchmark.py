@@ -20,6 +20,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.modules import kvpool_benchmark
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import kvpool_standin  # noqa: E402
@@ -61,7 +62,7 @@ def test_check_mode_sends_nothing(capsys):
     url = 'http://127.0.0.1:%d' % closed_port()
     res = run(capsys, check=True, name='step1', url=url, dataset_seed=1, metrics_urls={'instance1': url + '/metrics'})
     assert res['check_mode'] is True and res['changed'] is False
-    assert 'would send 12 chat requests of 1024 prompt tokens' in res['msg']
+    assert_names(res['msg'], 'would send', '12 chat requests', '1024 prompt tokens')
     assert 'summary' not in res
 
 
@@ -161,8 +162,9 @@ def test_pythonhashseed_mismatch_loses_cross_node_hits_and_is_flagged(other_seed
     assert three['external_queries'] == REQUESTS * TOKENS and three['external_hits'] == 0
     report = bench_report.build_report(res)
     flagged = [f for f in report['findings'] if f['check'] == 'step3_cross_node_hits']
-    assert flagged and 'PYTHONHASHSEED mismatch or pool not shared' in flagged[0]['message']
-    assert any('PYTHONHASHSEED mismatch or pool not shared' in line for line in report['summary'])
+    assert flagged
+    assert_names(flagged[0]['message'], 'PYTHONHASHSEED mismatch', 'pool not shared')
+    assert_names('\n'.join(report['summary']), 'PYTHONHASHSEED mismatch', 'pool not shared')
 
 
 FAKE_AIS_BENCH = '''#!/bin/sh

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import vllm_router, vllm_router_check
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
@@ -163,7 +164,8 @@ def test_gate_names_a_worker_the_router_calls_healthy_but_that_does_not_answer(m
     state = fake_router(manager, port, {workers[0].url: True, dead: True})
     try:
         res = router(manager, capsys, port=port, worker_urls=[workers[0].url, dead])
-        assert res['failed'] and 'no 200 from GET /health of %s (from the router host)' % dead in res['msg']
+        assert res['failed']
+        assert_names(res['msg'], 'no 200 from GET /health', dead, 'from the router host')
     finally:
         state['srv'].close()
 
@@ -191,8 +193,9 @@ def test_render_probe_and_spread_verdict(capsys, workers):
         base = 'http://127.0.0.1:%d' % port
         res = run(vllm_router_check, capsys, workers=[w.url for w in workers], router_url=base,
                   metrics_url=base + '/metrics', policy='round_robin', spread_requests=4)
-        assert res['failed'] and 'all 4 requests with distinct prefixes went to %s' % sorted(
-            w.url for w in workers)[0] in res['msg']
+        assert res['failed']
+        assert_names(res['msg'], 'all 4 requests', 'distinct prefixes',
+                     'went to %s' % sorted(w.url for w in workers)[0])
         res = run(vllm_router_check, capsys, check=True, workers=[w.url for w in workers], router_url=base,
                   metrics_url=base + '/metrics', spread_requests=4)
         assert not res.get('failed') and res['skipped_spread'].startswith('check mode')
