@@ -16,20 +16,17 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
 from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, vllm_server
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.service_fakes import FakeManager
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
-class Manager(_service.SystemdBackend):
-    """A service manager in memory: the unit and secret the engine wrote, and whether the service runs."""
-
-    kind = 'fake'
+class Manager(FakeManager):
+    """The in-memory service manager of service_fakes.py: a healthy start (unless ``on_start`` says otherwise), and
+    the status lines of a running or missing unit."""
 
     def __init__(self):
-        self.text, self.secret, self.running, self.calls = None, None, False, []
+        super(Manager, self).__init__()
         self.on_start = None
-
-    def check(self):
-        pass
 
     def status(self, spec):
         lines = ['LoadState=%s' % ('loaded' if self.text else 'not-found'),
@@ -40,20 +37,10 @@ class Manager(_service.SystemdBackend):
                  'ExecMainStatus=0']
         return _service.status_from_show(_service.parse_show('\n'.join(lines) + '\n'))
 
-    def current(self, spec):
-        return self.text, self.secret, self.status(spec)
-
     def apply(self, spec, text, secret, old_text, old_secret, restart):
-        self.calls.append('restart' if restart else 'start')
-        self.text, self.secret, self.running = text, secret, True
+        super(Manager, self).apply(spec, text, secret, old_text, old_secret, restart)
         if self.on_start:
             self.on_start()
-
-    def stop(self, spec, remove=True):
-        self.calls.append('stop')
-        self.running = False
-        if remove:
-            self.text = self.secret = None
 
     def logs(self, spec, lines):
         return ''
