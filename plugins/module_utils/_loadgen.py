@@ -476,6 +476,7 @@ def run_load(url, model, prompts, concurrency=25, max_tokens=10, temperature=0.0
                            'e2e_ms': None, 'tpot_ms': None, 'output_tokens': 0, 'prompt_tokens': None,
                            'chunks': 0, 'start_s': round(time.perf_counter() - t0, 4)}
                 res['index'] = index
+                res['end_s'] = round(time.perf_counter() - t0, 4)
                 results[index] = res
         finally:
             stream.close()
@@ -524,7 +525,28 @@ def describe(values, digits=3):
             'max': rnd(max(data))}
 
 
-def summarize(results, wall_s, expected_tokens=None):
+def mean_in_flight(durations_s, wall_s):
+    """The concurrency a client really held over a step: the mean number of requests in flight, by Little's law
+    the sum of every request's time in flight divided by the step's wall time. ``durations_s`` are seconds (None
+    entries ignored); None when the wall time is not above 0."""
+    if not wall_s or wall_s <= 0:
+        return None
+    busy = sum(float(d) for d in durations_s if d is not None and d >= 0)
+    return round(busy / float(wall_s), 3)
+
+
+def request_seconds(res):
+    """How long one request was in flight (failed ones too, while they held a slot): ``end_s - start_s``, else
+    its end-to-end latency, else None."""
+    start, end = res.get('start_s'), res.get('end_s')
+    if start is not None and end is not None:
+        return max(0.0, float(end) - float(start))
+    if res.get('e2e_ms') is not None:
+        return float(res['e2e_ms']) / 1000.0
+    return None
+
+
+def summarize(results, wall_s, expected_tokens=None, concurrency=None):
     """Aggregate of one step: counts (failures included), TTFT / TPOT / E2E statistics in ms, throughput."""
     good = [r for r in results if r.get('ok')]
     bad = [r for r in results if not r.get('ok')]
@@ -545,6 +567,9 @@ def summarize(results, wall_s, expected_tokens=None):
         'duration_s': round(wall_s, 3),
         'request_throughput': round(len(good) / wall_s, 3) if wall_s > 0 else None,
         'output_token_throughput': round(out_tokens / wall_s, 3) if wall_s > 0 else None,
+        'concurrency': {'requested': int(concurrency) if concurrency else None,
+                        'achieved': mean_in_flight([request_seconds(r) for r in results], wall_s),
+                        'source': 'builtin: mean requests in flight (sum of request durations / wall time)'},
     }
 
 

@@ -234,10 +234,29 @@ def test_closed_loop_concurrency_and_keep_alive(server):
     assert [r['index'] for r in results] == list(range(12))
     assert all(r['ok'] for r in results)
     assert srv.max_active == 4  # a closed loop of 4: never more, and all 4 were used
-    summary = _loadgen.summarize(results, wall, 2)
+    summary = _loadgen.summarize(results, wall, 2, concurrency=4)
     assert summary['requests'] == 12 and summary['succeeded'] == 12 and summary['failed'] == 0
     assert summary['short_outputs'] == []
     assert 30 < summary['ttft_ms']['median'] < 60
+    # 4 workers busy the whole step: about 4 in flight on average (a little less: the gaps between requests)
+    assert summary['concurrency']['requested'] == 4
+    assert 3.0 < summary['concurrency']['achieved'] <= 4.05, summary['concurrency']
+    assert all(r['end_s'] >= r['start_s'] for r in results)
+
+
+def test_mean_in_flight_is_littles_law():
+    # 4 requests of 1 s each over 2 s of wall time: 2 in flight on average
+    assert _loadgen.mean_in_flight([1.0, 1.0, 1.0, 1.0], 2.0) == 2.0
+    # None entries (no timing) are left out; no wall time gives no figure
+    assert _loadgen.mean_in_flight([0.5, None, 0.25], 1.0) == 0.75
+    assert _loadgen.mean_in_flight([1.0], 0) is None
+    assert _loadgen.mean_in_flight([], 3.0) == 0.0
+
+
+def test_request_seconds_counts_failed_requests_too():
+    assert _loadgen.request_seconds({'start_s': 0.5, 'end_s': 1.75}) == 1.25
+    assert _loadgen.request_seconds({'ok': True, 'e2e_ms': 300.0}) == 0.3
+    assert _loadgen.request_seconds({'ok': False, 'start_s': None}) is None
 
 
 def test_failures_are_counted_never_dropped(server):
