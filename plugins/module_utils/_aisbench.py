@@ -28,6 +28,22 @@ import re
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
 
 MODEL_ABBR = 'vllm-api-stream-chat'
+# The AISBench release seen working (docs/benchmark.md) and how to install it where the benchmark's client runs:
+# the one place of these lines - the module's messages and the docs say the same (a unit test holds the docs to
+# them). torch from the CPU index (the default index pulls a CUDA build of several GB); pyarrow<16 beside AISBench's
+# numpy<2 (a newer pyarrow needs numpy 2 and AISBench dies at import); setuptools<70 (mmengine imports
+# pkg_resources).
+VERSION = '3.1.20260630'
+INSTALL_TORCH = 'pip install torch --index-url https://download.pytorch.org/whl/cpu'
+INSTALL_AISBENCH = "pip install ais_bench_benchmark==%s 'numpy<2' 'pyarrow<16' 'setuptools<70'" % VERSION
+INSTALL_HINT = '%s, then %s' % (INSTALL_TORCH, INSTALL_AISBENCH)
+# Seconds ``ais_bench --help`` may take before a step (it imports torch, datasets, pyarrow: slow, never minutes).
+START_TIMEOUT = 120
+# Lines of AISBench's output kept in a failed step's message and report.
+TAIL_LINES = 20
+REDACTED = '********'
+_SECRET_ASSIGN = re.compile(r"""(api[_-]?key\s*[=:]\s*["']?|authorization\s*[=:]\s*["']?(?:bearer\s+)?|bearer\s+)"""
+                            r"""([^"'\s,)]+)""", re.IGNORECASE)
 # Statistic column -> key of the built-in client's statistics.
 STAT_KEYS = {'average': 'mean', 'mean': 'mean', 'median': 'median', 'min': 'min', 'max': 'max'}
 _VALUE = re.compile(r'^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$')
@@ -118,6 +134,25 @@ def wrap_prompt(question):
 def dataset_jsonl(prompts):
     """The prompts as an AISBench custom ``qa`` dataset: one ``{"question": ..., "answer": ""}`` per line."""
     return ''.join(json.dumps({'question': p, 'answer': ''}) + '\n' for p in prompts)
+
+
+def start_argv(executable):
+    """The check that AISBench can start at all (its CLI imports torch, datasets, pyarrow): ``ais_bench --help``."""
+    return [executable, '--help']
+
+
+def output_tail(text, secrets=(), lines=TAIL_LINES):
+    """The last ``lines`` non-empty lines of AISBench's output, with every secret (the API key, which its model
+    config holds and which it may print back) and anything that looks like a key or bearer token replaced by
+    ``REDACTED``."""
+    kept = [line.rstrip() for line in (text or '').splitlines() if line.strip()][-lines:] if lines else []
+    out = []
+    for line in kept:
+        for secret in secrets or ():
+            if secret:
+                line = line.replace(secret, REDACTED)
+        out.append(_SECRET_ASSIGN.sub(lambda m: m.group(1) + REDACTED, line))
+    return out
 
 
 # --- results --------------------------------------------------------------------------------------------------
@@ -252,8 +287,10 @@ def _common(common, name, stage):
     return entry.get(_stage(entry, stage), (None, ''))
 
 
-def to_summary(perf, common=None, stage='total'):
-    """AISBench results in the shape of ``_loadgen.summarize`` (latencies in ms)."""
+def to_summary(perf, common=None, stage='total', concurrency=None):
+    """AISBench results in the shape of ``_loadgen.summarize`` (latencies in ms). ``concurrency`` is the requested
+    one (``batch_size``); the achieved one is AISBench's own ``Concurrency`` (the mean it held in flight), beside
+    its ``Max Concurrency``."""
     total = _common(common, 'Total Requests', stage)[0]
     failed = _common(common, 'Failed Requests', stage)[0]
     success = _common(common, 'Success Requests', stage)[0]
@@ -275,6 +312,13 @@ def to_summary(perf, common=None, stage='total'):
         'duration_s': round(duration_ms / 1000.0, 3) if duration_ms is not None else None,
         'request_throughput': _common(common, 'Request Throughput', stage)[0],
         'output_token_throughput': _common(common, 'Output Token Throughput', stage)[0],
+    }
+    held = _common(common, 'Concurrency', stage)[0]
+    most = _common(common, 'Max Concurrency', stage)[0]
+    summary['concurrency'] = {
+        'requested': int(concurrency) if concurrency else (int(most) if most is not None else None),
+        'achieved': _round(held), 'max': int(most) if most is not None else None,
+        'source': 'AISBench Concurrency (its mean in flight) beside Max Concurrency',
     }
     if summary['succeeded'] is None and summary['ttft_ms']:
         summary['succeeded'] = summary['ttft_ms'].get('count')
@@ -323,7 +367,7 @@ def _read(path, parse):
         raise ParseError('AISBench result %s cannot be read: %s' % (path, exc)) from exc
 
 
-def read_results(work_dir, abbr=MODEL_ABBR, stage='total'):
+def read_results(work_dir, abbr=MODEL_ABBR, stage='total', concurrency=None):
     """Parse the newest run's first dataset result: ``{'run_dir', 'csv', 'json', 'summary'}`` or None."""
     run, pairs = find_results(work_dir, abbr)
     if not pairs:
@@ -331,4 +375,4 @@ def read_results(work_dir, abbr=MODEL_ABBR, stage='total'):
     csv_path, json_path = pairs[0]
     perf = _read(csv_path, parse_perf_csv)
     common = _read(json_path, parse_perf_json) if json_path else {}
-    return {'run_dir': run, 'csv': csv_path, 'json': json_path, 'summary': to_summary(perf, common, stage)}
+    return {'run_dir': run, 'csv': csv_path, 'json': json_path, 'summary': to_summary(perf, common, stage, concurrency)}

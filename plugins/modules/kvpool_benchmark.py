@@ -30,6 +30,12 @@ description:
   - With O(tool=aisbench) the step is run by AISBench (C(ais_bench), the guide's tool) with the guide's model
     config rendered from the same options and the same prompts, and its CSV/JSON results are parsed into the
     same summary.
+  - With O(tool=aisbench), before any request is sent (in check mode too), the module checks on its host that
+    O(aisbench_model_path) exists, that O(aisbench_command) is found and that C(ais_bench --help) runs (within
+    120 seconds, C(LANG=C)); each failure names the option, the host and the fix, with the install line of the
+    versions that work (torch from the CPU index, C(pyarrow<16) beside AISBench's C(numpy<2)).
+  - A failed AISBench run puts the last 20 lines of its output in C(msg) and RV(aisbench.output_tail), the API key
+    replaced by C(********).
   - The prompt length is fitted with the instance's own tokenizer (C(POST /tokenize)) when it serves one.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
@@ -159,12 +165,17 @@ options:
     type: str
     default: ais_bench
   aisbench_model_path:
-    description: C(path) of the guide's AISBench model config (the model directory, used by AISBench's tokenizer).
+    description:
+      - C(path) of the guide's AISBench model config (the model directory, used by AISBench's tokenizer).
+      - With O(tool=aisbench) it must exist on the host the module runs on; empty fails before anything is sent.
+        The role M(ascend.kvpool.kvpool_benchmark) passes the model the instances serve (from their plan).
     type: str
     default: ''
   aisbench_work_dir:
     description:
-      - Directory for the rendered config, the dataset file and AISBench's outputs; empty makes a temporary one.
+      - Directory for the rendered config, the dataset file and AISBench's outputs; empty makes a temporary one
+        (C(kvpool-aisbench-*) in the temporary directory), removed again at the end of the step, on success or
+        failure.
       - Each step uses its own C(<aisbench_work_dir>/<name>). A directory there that an earlier run of this module
         made (it holds C(.kvpool-benchmark-step)) is replaced; anything else at that path is never removed, and the
         task fails naming it.
@@ -173,6 +184,13 @@ options:
     description: Seconds the C(ais_bench) run may take.
     type: int
     default: 3600
+  variable_prefix:
+    description:
+      - Put before an option's name where a message names it, so that a role's messages name its own variables
+        (the role M(ascend.kvpool.kvpool_benchmark) passes C(kvpool_benchmark_), giving for example
+        C(kvpool_benchmark_aisbench_model_path)). Empty names the module's options.
+    type: str
+    default: ''
 notes:
   - Time to first token is measured from just before the request is written to the arrival of the first
     streamed chunk that carries content; end-to-end latency to C(data [DONE]); TPOT is
@@ -239,7 +257,12 @@ dataset:
     shared_prefixes: {description: O(shared_prefixes) (0 - fully random prompts)., type: int}
     prefix_tokens: {description: "O(prefix_tokens) with O(shared_prefixes), else null.", type: int}
 summary:
-  description: Aggregate of the step; latencies in milliseconds.
+  description:
+    - Aggregate of the step; latencies in milliseconds.
+    - C(concurrency) - C(requested) (O(concurrency)) and C(achieved), the concurrency the client really held
+      (AISBench's own C(Concurrency), the mean it held in flight, beside its C(Max Concurrency) in C(max); for the
+      built-in client the mean requests in flight, the sum of every request's time in flight divided by the
+      step's wall time).
   returned: success
   type: dict
   sample:
@@ -252,6 +275,7 @@ summary:
     e2e_ms: {count: 100, mean: 262.0, median: 258.3, p90: 300.1, p99: 320.2, min: 66.1, max: 321.0}
     duration_s: 1.05
     request_throughput: 95.2
+    concurrency: {requested: 25, achieved: 22.4, source: 'builtin - mean requests in flight'}
 requests:
   description: Every request in dataset order (O(return_requests)); failed ones carry C(ok=false) and C(error).
   returned: success
@@ -274,8 +298,11 @@ metrics:
   returned: success
   type: dict
 aisbench:
-  description: With O(tool=aisbench) - the rendered config, the command, its result files and its output tail.
-  returned: when O(tool=aisbench)
+  description:
+    - With O(tool=aisbench) - the rendered config, the command, its result files, C(kept) (false - a temporary
+      work directory, removed at the end of the step, so the paths are gone) and C(output_tail) (the last 20
+      lines of its output, the API key replaced by C(********)).
+  returned: when O(tool=aisbench) and the step ran
   type: dict
 started:
   description: Wall-clock start of the step (ISO 8601, UTC).
@@ -399,17 +426,63 @@ def check_params(params):
     return url
 
 
-def run_aisbench(module, params, url, model, data):
-    scheme, host, port, base = _loadgen.split_url(url)
-    if scheme != 'http' or base:
-        raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
+def _name(params, option):
+    """How a message names an option: the role's variable when the role says its prefix (O(variable_prefix))."""
+    return (params.get('variable_prefix') or '') + option
+
+
+def check_aisbench(module, params):
+    """Before any request is sent: the model path exists, ``ais_bench`` is found and starts. Returns the executable;
+    raises KvpoolError naming the option (or the role's variable), the host and the fix."""
+    host = socket.gethostname()
+    path_var, command_var = _name(params, 'aisbench_model_path'), _name(params, 'aisbench_command')
+    path = params['aisbench_model_path']
+    if not path:
+        raise KvpoolError('%s is empty: AISBench needs the served model\'s directory on %s (its tokenizer); set %s '
+                          'to that directory on %s (the role takes it from the instance plan: the model the '
+                          'instances serve)' % (path_var, host, path_var, host))
+    if not os.path.exists(path):
+        raise KvpoolError('%s=%s does not exist on %s, where the benchmark\'s client runs: AISBench reads the '
+                          'model\'s tokenizer from there; set %s to a directory on %s that holds the served model\'s '
+                          'tokenizer files, or run the client on a node that has the model (kvpool_benchmark_client_'
+                          'host)' % (path_var, path, host, path_var, host))
     command = params['aisbench_command']
     exe = command if os.path.sep in command else module.get_bin_path(command)
     if not exe or not os.path.exists(exe):
-        raise KvpoolError('tool=aisbench: %s not found on %s; install AISBench there (pip install torch, then '
-                          'pip install ais_bench_benchmark) or set aisbench_command'
-                          % (command, socket.gethostname()))
-    work = params['aisbench_work_dir'] or tempfile.mkdtemp(prefix='kvpool-aisbench-')
+        raise KvpoolError('%s=%s: not found on %s; install AISBench %s there (%s) and set %s to its ais_bench '
+                          '(for example /opt/aisbench/bin/ais_bench)'
+                          % (command_var, command, host, _aisbench.VERSION, _aisbench.INSTALL_HINT, command_var))
+    argv = _aisbench.start_argv(exe)
+    limit = module.get_bin_path('timeout')
+    if limit:
+        argv = [limit, '--kill-after=10', str(_aisbench.START_TIMEOUT)] + argv
+    rc, out, err = module.run_command(argv, environ_update={'LANG': 'C', 'LC_ALL': 'C'})
+    if rc != 0:
+        tail = _aisbench.output_tail(out + '\n' + err, [params['api_key']], 8)
+        why = ('did not answer within %d s' % _aisbench.START_TIMEOUT) if limit and rc in (124, 137) else \
+            ('exited with rc %s' % rc)
+        raise KvpoolError('%s=%s cannot start on %s (ais_bench --help %s): %s; install the versions that work '
+                          'there: %s' % (command_var, exe, host, why, ' | '.join(tail) or 'no output',
+                                         _aisbench.INSTALL_HINT))
+    return exe
+
+
+def run_aisbench(module, params, url, model, data, exe):
+    scheme, host, port, base = _loadgen.split_url(url)
+    if scheme != 'http' or base:
+        raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
+    # A temporary work directory is this step's own: removed at the end, whatever happens. A work directory the
+    # operator named keeps the step's files (prepare_step_dir's rules).
+    temporary = None if params['aisbench_work_dir'] else tempfile.mkdtemp(prefix='kvpool-aisbench-')
+    try:
+        return _run_aisbench(module, params, host, port, model, data, exe, temporary or params['aisbench_work_dir'],
+                             temporary is not None)
+    finally:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _run_aisbench(module, params, host, port, model, data, exe, work, temporary):
     step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
                                         params['concurrency'], params['temperature'], params['ignore_eos'],
@@ -430,17 +503,19 @@ def run_aisbench(module, params, url, model, data):
     started = time.perf_counter()
     rc, out, err = module.run_command(argv, cwd=step_dir, environ_update={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
     wall = time.perf_counter() - started
-    tail = (out + '\n' + err).strip().splitlines()[-40:]
+    tail = _aisbench.output_tail(out + '\n' + err, [params['api_key']])
     info = {'command': argv, 'rc': rc, 'work_dir': step_dir, 'config': config_path, 'dataset': dataset_path,
-            'output_tail': tail, 'wall_s': round(wall, 3)}
+            'output_tail': tail, 'wall_s': round(wall, 3), 'kept': not temporary}
+    last = ('; its last %d lines:\n%s' % (len(tail), '\n'.join(tail))) if tail else '; it printed nothing'
     try:
-        results = _aisbench.read_results(outputs)
+        results = _aisbench.read_results(outputs, concurrency=params['concurrency'])
     except KvpoolError as exc:
-        raise KvpoolError('ais_bench (rc %s): %s; see aisbench.output_tail' % (rc, exc),
+        raise KvpoolError('ais_bench (rc %s) on %s: %s%s' % (rc, socket.gethostname(), exc, last),
                           result=dict(aisbench=info)) from exc
     if rc != 0 or results is None:
-        raise KvpoolError('ais_bench failed (rc %s)%s; see aisbench.output_tail'
-                          % (rc, '' if results else ', no performance results under %s' % outputs),
+        raise KvpoolError('ais_bench failed (rc %s) on %s%s%s'
+                          % (rc, socket.gethostname(),
+                             '' if results else ', no performance results under %s' % outputs, last),
                           result=dict(aisbench=info))
     info.update(run_dir=results['run_dir'], csv=results['csv'], json=results['json'])
     return results['summary'], info
@@ -477,6 +552,7 @@ def main():
             aisbench_model_path=dict(type='str', default=''),
             aisbench_work_dir=dict(type='path'),
             aisbench_timeout=dict(type='int', default=3600),
+            variable_prefix=dict(type='str', default=''),
         ),
         supports_check_mode=True,
     )
@@ -491,6 +567,14 @@ def run(module):
     url = check_params(params)
     result = {'changed': False, 'step': params['name'], 'url': url, 'model': params['model'], 'tool': params['tool'],
               'check_mode': module.check_mode}
+    # AISBench is checked before anything is sent (in check mode too: the checks send nothing).
+    exe = None
+    if params['tool'] == 'aisbench':
+        try:
+            exe = check_aisbench(module, params)
+        except KvpoolError as exc:
+            exc.result = dict(result, **exc.result)
+            raise
     if module.check_mode:
         result['msg'] = ('check mode: would send %d %s requests of %d prompt tokens (seed %d, max_tokens %d, '
                          'concurrency %d) to %s with %s, and scrape %s before and after'
@@ -536,14 +620,19 @@ def run(module):
     prefixes = params['metrics_prefixes'] or None
     before = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
     if params['tool'] == 'aisbench':
-        summary, info = run_aisbench(module, params, url, model, data)
+        try:
+            summary, info = run_aisbench(module, params, url, model, data, exe)
+        except KvpoolError as exc:
+            exc.result = dict(result, **exc.result)
+            raise
         result['aisbench'] = info
         requests = []
     else:
         requests, wall = _loadgen.run_load(url, model, data['prompts'], params['concurrency'],
                                            params['output_tokens'], params['temperature'], params['ignore_eos'],
                                            params['api'], params['api_key'] or None, timeout)
-        summary = _loadgen.summarize(requests, wall, params['output_tokens'] if params['ignore_eos'] else None)
+        summary = _loadgen.summarize(requests, wall, params['output_tokens'] if params['ignore_eos'] else None,
+                                     params['concurrency'])
     after = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
     result['summary'] = summary
     result['requests'] = requests if params['return_requests'] else []

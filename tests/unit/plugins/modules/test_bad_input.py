@@ -36,7 +36,9 @@ def run_module(capsys, main, params):
     return json.loads(capsys.readouterr().out)
 
 
-FAKE_AIS_BENCH = '#!/bin/sh\necho "ais_bench (stand-in): no results" >&2\nexit 3\n'
+# SIMULATED ais_bench: starts (--help answers), then fails every run without results.
+FAKE_AIS_BENCH = ('#!/bin/sh\n[ "$1" = --help ] && { echo "usage: ais_bench"; exit 0; }\n'
+                  'echo "ais_bench (stand-in): no results" >&2\nexit 3\n')
 
 
 def aisbench(capsys, tmp_path, name, **extra):
@@ -45,7 +47,7 @@ def aisbench(capsys, tmp_path, name, **extra):
     fake.chmod(0o755)
     params = dict(name=name, url=closed_url(), dataset_seed=1, model='qwen', tokenize='words', tool='aisbench',
                   aisbench_command=str(fake), aisbench_work_dir=str(tmp_path / 'work'), num_requests=2,
-                  input_tokens=16)
+                  input_tokens=16, aisbench_model_path=str(tmp_path))
     params.update(extra)
     return run_module(capsys, kvpool_benchmark.main, params)
 

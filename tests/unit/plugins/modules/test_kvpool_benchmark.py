@@ -167,7 +167,9 @@ def test_pythonhashseed_mismatch_loses_cross_node_hits_and_is_flagged(other_seed
     assert_names('\n'.join(report['summary']), 'PYTHONHASHSEED mismatch', 'pool not shared')
 
 
+# SIMULATED ais_bench: starts (--help answers), then fails every run without results.
 FAKE_AIS_BENCH = '''#!/bin/sh
+[ "$1" = --help ] && { echo "usage: ais_bench"; exit 0; }
 echo "ais_bench (stand-in): no results" >&2
 exit 3
 '''
@@ -182,7 +184,7 @@ def test_aisbench_config_with_the_api_key_is_private(capsys, tmp_path):
     key = 'sk-kvpool-aisbench-unit-key'
     res = run(capsys, name='step1', url='http://127.0.0.1:%d' % closed_port(), dataset_seed=1, model='qwen',
               tokenize='words', tool='aisbench', aisbench_command=str(fake), aisbench_work_dir=str(tmp_path / 'w'),
-              api_key=key, num_requests=2, input_tokens=16)
+              api_key=key, num_requests=2, input_tokens=16, aisbench_model_path=str(tmp_path))
     assert res['failed'] and 'ais_bench failed (rc 3)' in res['msg']
     assert key not in json.dumps(res)
     config = res['aisbench']['config']
@@ -193,3 +195,108 @@ def test_aisbench_config_with_the_api_key_is_private(capsys, tmp_path):
     holding = [os.path.join(d, f) for d, dummy, files in os.walk(str(tmp_path / 'w')) for f in files
                if key in open(os.path.join(d, f), errors='replace').read()]
     assert holding == [config]
+
+
+# --- tool=aisbench end to end with a SIMULATED ais_bench ----------------------------------------------------------
+# SIMULATED: aisbench_standin.py stands in for ais_bench (the real one needs torch and is too heavy for CI) and for
+# the instance (a streaming chat server on loopback). The stand-in reads the model config the module renders, sends
+# the dataset to the URL in it and writes AISBench's real output layout and keys (Concurrency, Max Concurrency).
+import tempfile  # noqa: E402
+
+import aisbench_standin  # noqa: E402
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench  # noqa: E402
+
+AIS_REQUESTS = 8
+AIS_CONCURRENCY = 4
+
+
+@pytest.fixture()
+def ais(tmp_path, monkeypatch):
+    """A private temporary directory (to see that the module leaves nothing there), a model directory and the
+    SIMULATED instance."""
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp))
+    model_dir = tmp_path / 'model'
+    model_dir.mkdir()
+    with aisbench_standin.FakeServer() as server:
+        yield {'tmp': tmp, 'model_dir': str(model_dir), 'server': server.srv, 'url': server.url,
+               'bin': tmp_path / 'bin'}
+
+
+def run_ais(capsys, ais, mode='ok', **extra):
+    ais['bin'].mkdir(exist_ok=True)
+    command = aisbench_standin.write(ais['bin'] / 'ais_bench', mode)
+    params = dict(name='step1', url=ais['url'], dataset_seed=5, model='qwen', tokenize='words', tool='aisbench',
+                  aisbench_command=command, aisbench_model_path=ais['model_dir'], num_requests=AIS_REQUESTS,
+                  input_tokens=32, concurrency=AIS_CONCURRENCY)
+    params.update(extra)
+    return run(capsys, **params)
+
+
+def test_aisbench_step_with_the_simulated_ais_bench(capsys, ais):
+    res = run_ais(capsys, ais)
+    assert not res.get('failed'), res.get('msg')
+    summary = res['summary']
+    assert summary['requests'] == AIS_REQUESTS and summary['succeeded'] == AIS_REQUESTS and summary['failed'] == 0
+    assert summary['ttft_ms']['count'] == AIS_REQUESTS and summary['ttft_ms']['median'] > 0
+    # every prompt went to the instance in AISBench's qa template, at most batch_size at a time
+    assert len(ais['server'].prompts) == AIS_REQUESTS
+    assert all(p.startswith('Question: ') and p.endswith('\nAnswer: ') for p in ais['server'].prompts)
+    assert ais['server'].max_active <= AIS_CONCURRENCY
+    # the concurrency asked for and the one AISBench says it held (its own "Concurrency", from its JSON)
+    held = summary['concurrency']
+    assert held['requested'] == AIS_CONCURRENCY and held['max'] == AIS_CONCURRENCY
+    assert 0 < held['achieved'] <= AIS_CONCURRENCY + 0.01, held
+    # the temporary work directory is gone, and the result says its paths are
+    assert res['aisbench']['kept'] is False
+    assert os.listdir(str(ais['tmp'])) == []
+
+
+def test_a_failed_aisbench_step_shows_its_last_lines_without_the_key(capsys, ais):
+    key = 'sk-kvpool-standin-key'
+    res = run_ais(capsys, ais, mode='fail', api_key=key)
+    assert res['failed'] and res['tool'] == 'aisbench' and res['step'] == 'step1'
+    assert_names(res['msg'], 'ais_bench failed (rc 1)', 'last', 'SIMULATED failure', 'log line 29',
+                 _aisbench.REDACTED)
+    assert 'log line 5\n' not in res['msg']  # the tail, not the whole log
+    assert len(res['aisbench']['output_tail']) == _aisbench.TAIL_LINES
+    assert key not in json.dumps(res)
+    assert os.listdir(str(ais['tmp'])) == []  # removed on failure too
+
+
+def test_an_empty_or_missing_model_path_fails_before_any_request(capsys, ais):
+    host = socket.gethostname()
+    res = run_ais(capsys, ais, aisbench_model_path='')
+    assert res['failed']
+    assert_names(res['msg'], 'aisbench_model_path', 'empty', host, 'set aisbench_model_path')
+    missing = '/nonexistent/kvpool-model'
+    res = run_ais(capsys, ais, aisbench_model_path=missing, variable_prefix='kvpool_benchmark_')
+    assert res['failed']
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_model_path=%s' % missing, 'does not exist', host,
+                 'kvpool_benchmark_client_host')
+    assert ais['server'].prompts == []
+
+
+def test_a_missing_ais_bench_fails_before_any_request_with_the_install_line(capsys, ais):
+    res = run_ais(capsys, ais, aisbench_command='kvpool-no-such-ais-bench', variable_prefix='kvpool_benchmark_')
+    assert res['failed']
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_command=kvpool-no-such-ais-bench', 'not found',
+                 socket.gethostname(), _aisbench.INSTALL_TORCH, "'pyarrow<16'", "'numpy<2'", _aisbench.VERSION)
+    assert ais['server'].prompts == []
+
+
+def test_an_ais_bench_that_cannot_start_fails_before_any_request(capsys, ais):
+    res = run_ais(capsys, ais, mode='broken')
+    assert res['failed']
+    assert_names(res['msg'], 'aisbench_command=', 'cannot start', socket.gethostname(), 'numpy.core.multiarray',
+                 _aisbench.INSTALL_TORCH, "'pyarrow<16'")
+    assert ais['server'].prompts == []
+    assert os.listdir(str(ais['tmp'])) == []
+
+
+def test_the_docs_give_the_install_line_of_the_module(capsys):
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..', 'docs', 'benchmark.md')
+    with open(docs) as handle:
+        text = handle.read()
+    assert_names(text, _aisbench.INSTALL_TORCH, _aisbench.INSTALL_AISBENCH)
