@@ -139,8 +139,17 @@ def kvpool_benchmark_plan(settings, hostvars, groups):
         seed_source = 'new for this run'
     num = int(settings.get('num_requests') or 0)
     flush = int(settings.get('flush_requests') or 0) or num
-    model_path = settings.get('aisbench_model_path') or inst1['model'] or (
-        _get(hostvars, inst1['host'], 'vllm_instance_model_path', '') if inst1['host'] else '')
+    # AISBench's tokenizer path: the operator's, else the model the instances serve (their plan; instance 1's first:
+    # the client runs on its node by default), else vllm_instance_model_path where the inventory sets it.
+    model_path, model_path_source = settings.get('aisbench_model_path') or '', 'kvpool_benchmark_aisbench_model_path'
+    for inst in (inst1, inst2):
+        if not model_path and inst['model']:
+            model_path, model_path_source = inst['model'], 'the model %s serves (its plan)' % inst['role']
+    if not model_path and inst1['host'] and _get(hostvars, inst1['host'], 'vllm_instance_model_path', ''):
+        model_path = _get(hostvars, inst1['host'], 'vllm_instance_model_path', '')
+        model_path_source = 'vllm_instance_model_path of %s' % inst1['host']
+    if not model_path:
+        model_path_source = 'none: set kvpool_benchmark_aisbench_model_path'
     metrics = {}
     if inst1['url']:
         metrics['instance1'] = inst1['url'] + '/metrics'
@@ -152,5 +161,6 @@ def kvpool_benchmark_plan(settings, hostvars, groups):
         'instance1': inst1, 'instance2': inst2, 'master': {'host': master_host, 'metrics_url': master_url or None},
         'metrics_urls': metrics, 'client_host': client, 'seed_a': seed, 'seed_b': seed + 1,
         'seed_source': seed_source, 'flush_requests': flush, 'aisbench_model_path': model_path or '',
+        'aisbench_model_path_source': model_path_source,
         'errors': errors,
     }

@@ -207,6 +207,18 @@ def test_plan_defaults_from_the_inventory():
     assert plan['client_host'] == 'node1' and plan['flush_requests'] == 100
     assert plan['seed_source'] == 'new for this run' and plan['seed_b'] == plan['seed_a'] + 1
     assert plan['aisbench_model_path'] == '/models/qwen'
+    assert plan['aisbench_model_path_source'] == 'the model instance1 serves (its plan)'
+
+
+def test_plan_aisbench_model_path_from_the_instance_plan_unless_set():
+    # instance 1 given by URL (no plan entry): the model instance 2 serves - node2 sets no model path, so its plan
+    # holds role vllm_instance's default (which benchmark.yml itself never sees: the plan carries it)
+    plan = _plan({'instance1': {'url': 'http://10.9.9.9:8002'}})
+    assert plan['aisbench_model_path'] == PLANNED['node2']['vllm_instance_plan']['instances'][0]['model']
+    assert plan['aisbench_model_path'] and 'instance2' in plan['aisbench_model_path_source']
+    plan = _plan({'aisbench_model_path': '/data/tokenizer'})
+    assert plan['aisbench_model_path'] == '/data/tokenizer'
+    assert plan['aisbench_model_path_source'] == 'kvpool_benchmark_aisbench_model_path'
 
 
 def test_plan_overrides():
