@@ -26,6 +26,12 @@ description:
   - Checks whether the run shows what the guide shows - step 1 cold, dataset B pushing A out of device memory,
     pool hits on instance 1 in step 2, cross-node pool hits on instance 2 in step 3 (none is flagged as
     C(PYTHONHASHSEED mismatch or pool not shared)), TTFT1 > TTFT3 > TTFT2, no failed request, one dataset A.
+  - Every step carries C(concurrency) - the concurrency asked for and the one its client really held (AISBench's
+    own C(Concurrency), or the built-in client's mean requests in flight) and the client (C(builtin client) or
+    C(AISBench)); a step below half of what was asked is flagged (C(concurrency_flags), C(FLAG low_concurrency)),
+    like a client-vs-server TTFT gap beyond 10% (C(ttft_flags)). Flags do not fail the run.
+  - A failed AISBench step carries the last lines of its output (C(output_tail), the API key replaced) in the
+    JSON, the summary and the Markdown.
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 attributes:
@@ -104,7 +110,8 @@ report:
   returned: always
   type: dict
 summary:
-  description: The summary lines (one per step, then every finding, then the files).
+  description: The summary lines (one per step, with a failed AISBench step's output tail under it, then every
+    finding and flag, then the files).
   returned: always
   type: list
   elements: str

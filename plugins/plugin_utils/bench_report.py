@@ -44,6 +44,11 @@ MEASURED = ('step1', 'step2', 'step3')
 # A step whose client-side mean TTFT differs from the target instance's own (vllm:time_to_first_token_seconds)
 # by more than this is flagged: that part of the reported TTFT is the client (or the network), not the pool.
 TTFT_GAP_LIMIT = 0.10
+# A step whose client held on average fewer than this share of the requests in flight it was asked for (the
+# concurrency, or the step's request count when that is smaller) is flagged: its TTFT was measured at a lower load
+# than the table's concurrency says. AISBench's own "Concurrency"; the built-in client's mean requests in flight.
+CONCURRENCY_FLOOR = 0.5
+CLIENTS = {'builtin': 'builtin client', 'aisbench': 'AISBench'}
 CROSS_NODE_HINT = 'PYTHONHASHSEED mismatch or pool not shared'
 
 
@@ -114,7 +119,12 @@ def _unusable(step_id, res):
                 'error': 'the result of %s is a %s, not a kvpool_benchmark result: pass the registered result of the '
                          'step\'s kvpool_benchmark task' % (step_id, type(res).__name__)}
     if not _usable(res):
-        return {'status': 'error', 'error': str(res.get('msg') or 'no result'), 'summary': None}
+        out = {'status': 'error', 'error': str(res.get('msg') or 'no result').split('\n')[0], 'summary': None,
+               'tool': res.get('tool')}
+        tail = _d(res.get('aisbench')).get('output_tail')
+        if isinstance(tail, list) and tail:
+            out['output_tail'] = [str(line) for line in tail]
+        return out
     return None
 
 
@@ -173,6 +183,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
             server_ttft=_server_ttft(res, spec['instance']),
         )
         step['ttft_gap'] = _gap(_stat(res, 'ttft_ms', 'mean'), (step['server_ttft'] or {}).get('mean_ms'))
+        step['concurrency'] = _concurrency(res, settings)
         if isinstance(res.get('aisbench'), dict):
             step['aisbench'] = dict((k, v) for k, v in res['aisbench'].items() if k != 'output_tail')
         steps.append(step)
@@ -181,6 +192,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
     checks = _checks(by_id, routing)
     findings = [c for c in checks if not c['ok']]
     flags = _ttft_flags(steps)
+    low = _concurrency_flags(steps)
     report = {
         'title': 'vLLM-Ascend KV pool TTFT benchmark (the guide\'s three steps)',
         'label': label or '',
@@ -198,6 +210,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
         'checks': checks,
         'findings': findings,
         'ttft_flags': flags,
+        'concurrency_flags': low,
         'ok': not findings,
         'routing': routing,
     }
@@ -389,6 +402,64 @@ def _checks(by_id, routing=None):
     return out
 
 
+def _client(tool):
+    return CLIENTS.get(tool, str(tool)) if tool else None
+
+
+def _concurrency(res, settings=None):
+    """The concurrency a step asked for and the one its client held: ``requested``, ``achieved`` (AISBench's own
+    ``Concurrency``; the built-in client's mean requests in flight), ``ratio`` (achieved / the most it could hold:
+    the requested concurrency, or the step's request count when smaller), ``client`` and ``source``."""
+    summary = _d(_d(res).get('summary'))
+    held = _d(summary.get('concurrency'))
+    requested = _num(held.get('requested'))
+    if requested is None:
+        try:
+            requested = _num(float(_d(settings).get('concurrency')))
+        except (TypeError, ValueError):
+            requested = None
+    achieved = _num(held.get('achieved'))
+    most = requested
+    requests = _num(summary.get('requests'))
+    if most is not None and requests:
+        most = min(most, requests)
+    ratio = round(achieved / most, 4) if achieved is not None and most else None
+    return {'requested': int(requested) if requested is not None else None, 'achieved': achieved, 'ratio': ratio,
+            'client': _client(_d(res).get('tool')), 'source': held.get('source')}
+
+
+def _concurrency_flags(steps):
+    """The steps whose client held less than CONCURRENCY_FLOOR of the requests in flight it was asked for.
+
+    Like the client-vs-server TTFT flag, a flag is about the measurement (the load that was really applied), not
+    about the pool: it is listed next to the findings and does not make the run fail.
+    """
+    out = []
+    for step in steps:
+        held = step.get('concurrency') or {}
+        if step.get('status') != 'ok' or held.get('ratio') is None or held['ratio'] >= CONCURRENCY_FLOOR:
+            continue
+        out.append({'step': step['id'], 'requested': held['requested'], 'achieved': held['achieved'],
+                    'ratio': held['ratio'], 'client': held['client'],
+                    'message': '%s: the %s held %.1f requests in flight on average (%s), %.0f%% of the %s asked for, '
+                               'below %d%%: its TTFT was measured at a lower load than the concurrency in the table; '
+                               'the client did not start requests as fast as they finished (its own time per '
+                               'request - building, sending, parsing, AISBench\'s worker processes and tokenizer - '
+                               'or a busy client host), most visibly in steps whose requests are short (cache hits)'
+                               % (step['guide'] or step['id'], held['client'] or 'client', held['achieved'],
+                                  'AISBench\'s own Concurrency' if held['client'] == CLIENTS['aisbench'] else
+                                  'mean requests in flight', 100.0 * held['ratio'], held['requested'],
+                                  int(round(100 * CONCURRENCY_FLOOR)))})
+    return out
+
+
+def _concurrency_text(step):
+    held = step.get('concurrency') or {}
+    if held.get('achieved') is None:
+        return 'concurrency %s' % _fmt(held.get('requested'), 0)
+    return 'concurrency %s held of %s' % (_fmt(held['achieved']), _fmt(held.get('requested'), 0))
+
+
 def _ttft_flags(steps):
     """The steps whose client mean TTFT is more than TTFT_GAP_LIMIT away from the target instance's own mean.
 
@@ -434,25 +505,38 @@ def summary_lines(report):
             if state == 'ok':
                 state = '%s requests, %s failed' % (summary.get('requests'), summary.get('failed'))
             lines.append('  %-6s dataset B -> %s: %s' % ('prep', step['instance'], state))
+            lines += _tail_lines(step)
             continue
         if step['status'] != 'ok':
             state = step['status'] + (': ' + step['error'] if step.get('error') else '')
             lines.append('  %-6s %s' % (step['guide'] or step['id'], state))
+            lines += _tail_lines(step)
             continue
         ttft = _d(step['summary'].get('ttft_ms'))
         hits = step.get('hits') or {}
         lines.append('  %-6s TTFT mean %s / median %s / p90 %s ms (guide %s ms, other hardware); %s; prefix hits '
-                     '%s, external hits %s; %s/%s ok'
+                     '%s, external hits %s; %s/%s ok; %s (%s)'
                      % (step['guide'], _fmt(ttft.get('mean')), _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
                         _fmt(step.get('reference_ttft_ms'), 0), _server_text(step), _pct(hits.get('prefix_hit_rate')),
                         _pct(hits.get('external_hit_rate')), step['summary'].get('succeeded'),
-                        step['summary'].get('requests')))
+                        step['summary'].get('requests'), _concurrency_text(step),
+                        (step.get('concurrency') or {}).get('client') or 'client ?'))
     lines += routing_lines(report.get('routing'))
     for finding in report['findings']:
         lines.append('  FINDING %s: %s' % (finding['check'], finding['message']))
     for flag in report.get('ttft_flags') or []:
         lines.append('  FLAG client_server_ttft: %s' % flag['message'])
+    for flag in report.get('concurrency_flags') or []:
+        lines.append('  FLAG low_concurrency: %s' % flag['message'])
     return lines
+
+
+def _tail_lines(step):
+    """The last lines of a failed AISBench step's output (the API key already replaced), under its line."""
+    tail = step.get('output_tail') or []
+    if not tail:
+        return []
+    return ['         ais_bench output, last %d lines:' % len(tail)] + ['         | %s' % line for line in tail]
 
 
 def render_markdown(report, chart_name=None):
@@ -478,12 +562,19 @@ def render_markdown(report, chart_name=None):
     out += ['## The guide\'s table', '',
             '| | requests | concurrency | TTFT1 (ms) | TTFT2 (ms) | TTFT3 (ms) |',
             '|---|---|---|---|---|---|']
-    run_name = 'this run'
-    if report.get('simulated') or report.get('test_equipment'):
-        run_name += ' (%s)' % ('SIMULATED' if report.get('simulated') else report['test_equipment'])
+    measured = [s for s in report['steps'] if s['id'] in MEASURED]
+    clients = sorted(set(c for c in ((s.get('concurrency') or {}).get('client') or _client(s.get('tool'))
+                                     for s in measured) if c)) or [_client(settings.get('tool')) or 'client ?']
+    what = [('SIMULATED' if report.get('simulated') else report['test_equipment'])] \
+        if report.get('simulated') or report.get('test_equipment') else []
+    run_name = 'this run (%s)' % ', '.join(what + [' / '.join(clients)])
+    held = [(s.get('concurrency') or {}).get('achieved') for s in measured]
+    concurrency = _fmt(settings.get('concurrency'), 0)
+    if any(h is not None for h in held):
+        concurrency += ' (held %s)' % ' / '.join(_fmt(h) for h in held)
     for stat in ('mean', 'median', 'p90'):
         out.append('| %s, %s | %s | %s | %s | %s | %s |' % (
-            run_name, stat, _fmt(settings.get('num_requests'), 0), _fmt(settings.get('concurrency'), 0),
+            run_name, stat, _fmt(settings.get('num_requests'), 0), concurrency,
             _fmt((ttft.get('step1') or {}).get(stat)), _fmt((ttft.get('step2') or {}).get(stat)),
             _fmt((ttft.get('step3') or {}).get(stat))))
     rt = ref.get('ttft_ms') or {}
@@ -491,17 +582,24 @@ def render_markdown(report, chart_name=None):
         ref.get('hardware'), ref.get('requests'), ref.get('concurrency'), rt.get('step1'), rt.get('step2'),
         rt.get('step3')))
     out += ['', '_%s._' % ref.get('note', ''), '']
+    out += ['Concurrency: the one asked for, and in brackets the one the client really held in TTFT1 / TTFT2 / '
+            'TTFT3 (AISBench\'s own `Concurrency`; for the builtin client the mean requests in flight, the sum of '
+            'the requests\' durations over the step\'s wall time). Below %d%% of what was asked a step is flagged: '
+            'its TTFT was measured at a lower load.' % int(round(100 * CONCURRENCY_FLOOR)), '']
     out += ['## Steps', '',
             '| step | instance | requests ok/failed | TTFT mean / median / p90 / p99 (ms) | server TTFT mean / p50 / '
             'p90 (ms) | client vs server mean | TPOT median (ms) | E2E median (ms) | prefix hit rate | external '
-            '(pool) hit rate | pool hits own / other segment (tokens) | master keys / used MiB after |',
-            '|---|---|---|---|---|---|---|---|---|---|---|---|']
+            '(pool) hit rate | pool hits own / other segment (tokens) | master keys / used MiB after | client | '
+            'concurrency held / asked |',
+            '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    low = set(f['step'] for f in report.get('concurrency_flags') or [])
     flagged = set(f['step'] for f in report.get('ttft_flags') or [])
     for step in report['steps']:
         name = step['guide'] or 'prep (B)'
         if step['status'] != 'ok':
             state = step['status'] + (': ' + step['error'] if step.get('error') else '')
-            out.append('| %s | %s | %s | | | | | | | | | |' % (name, step['instance'], state))
+            out.append('| %s | %s | %s | | | | | | | | | | %s | |' % (name, step['instance'], state,
+                                                                  _client(step.get('tool')) or ''))
             continue
         summary = step['summary']
         ttft_s = _d(summary.get('ttft_ms'))
@@ -513,7 +611,12 @@ def render_markdown(report, chart_name=None):
         gap_text = '-' if gap is None else '%+.1f%%' % (100.0 * gap)
         if step['id'] in flagged:
             gap_text += ' **FLAG**'
-        row = '| %s | %s | %s/%s | %s / %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |'
+        held = step.get('concurrency') or {}
+        held_text = '%s / %s' % (_fmt(held.get('achieved')), _fmt(held.get('requested'), 0))
+        if step['id'] in low:
+            held_text += ' **FLAG**'
+        row = ('| %s | %s | %s/%s | %s / %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s / %s | %s / %s '
+               '| %s | %s |')
         out.append(row % (
             name, step['instance'], summary.get('succeeded'), summary.get('failed'),
             _fmt(ttft_s.get('mean')), _fmt(ttft_s.get('median')), _fmt(ttft_s.get('p90')), _fmt(ttft_s.get('p99')),
@@ -521,7 +624,8 @@ def render_markdown(report, chart_name=None):
             _fmt(_d(summary.get('tpot_ms')).get('median')), _fmt(_d(summary.get('e2e_ms')).get('median')),
             _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')),
             _fmt(hits.get('pool_own_segment_tokens'), 0), _fmt(hits.get('pool_other_segment_tokens'), 0),
-            _fmt(master_after.get('key_count'), 0), _fmt(used / 1048576.0 if used is not None else None)))
+            _fmt(master_after.get('key_count'), 0), _fmt(used / 1048576.0 if used is not None else None),
+            held.get('client') or '-', held_text))
     out += ['', 'Prefix hit rate: vLLM\'s own (device) prefix cache, `vllm:prefix_cache_hits_total / '
             'vllm:prefix_cache_queries_total`. External hit rate: tokens loaded through the KV connector from the '
             'Mooncake pool, `vllm:external_prefix_cache_hits_total / vllm:external_prefix_cache_queries_total`. '
@@ -531,6 +635,12 @@ def render_markdown(report, chart_name=None):
             '`histogram_quantile`, so only as fine as the bucket bounds). "client vs server mean" is (client mean - '
             'server mean) / server mean; beyond %d%% the step is flagged: that share of the TTFT is the client or '
             'the network, not the pool.' % int(round(100 * TTFT_GAP_LIMIT)), '']
+    failed = [s for s in report['steps'] if s.get('output_tail')]
+    if failed:
+        out += ['## AISBench output of the failed steps', '']
+        for step in failed:
+            out += ['%s (last %d lines, the API key replaced):' % (step['guide'] or 'prep (B)', len(step['output_tail'])),
+                    '', '```'] + step['output_tail'] + ['```', '']
     section = report.get('routing')
     if section:
         out += ['## Through the router', '',
@@ -560,6 +670,8 @@ def render_markdown(report, chart_name=None):
         out.append('- no step ran')
     for flag in report.get('ttft_flags') or []:
         out.append('- FLAG **client_server_ttft**: %s' % flag['message'])
+    for flag in report.get('concurrency_flags') or []:
+        out.append('- FLAG **low_concurrency**: %s' % flag['message'])
     out += ['', '## Settings', '']
     for key in sorted(settings):
         out.append('- `%s`: %s' % (key, settings[key]))

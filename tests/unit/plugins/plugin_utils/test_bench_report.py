@@ -106,7 +106,7 @@ def test_test_equipment_is_named_and_never_hardware_figures(tmp_path):
     markdown = bench_report.render_markdown(real)
     assert 'SIMULATED' not in markdown
     assert_names(markdown, '**TEST EQUIPMENT, real vLLM', 'not the hardware the guide', 'not hardware figures')
-    assert '| this run (real vLLM engine (CPU build, tiny model)), median |' in markdown
+    assert '| this run (real vLLM engine (CPU build, tiny model), builtin client), median |' in markdown
     stand_in = bench_report.build_report(guide_run(), SETTINGS, label='lab', test_equipment='real vLLM engine')
     assert stand_in['simulated'] and stand_in['test_equipment'] == ''
     assert 'TEST EQUIPMENT' not in bench_report.render_markdown(stand_in)
@@ -153,7 +153,7 @@ def test_markdown_has_the_guides_table_and_the_evidence():
     lines = markdown.splitlines()
     assert lines[0].startswith('# ') and 'SIMULATED' in lines[0]
     assert '| | requests | concurrency | TTFT1 (ms) | TTFT2 (ms) | TTFT3 (ms) |' in lines
-    assert '| this run (SIMULATED), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in lines
+    assert '| this run (SIMULATED, builtin client), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in lines
     reference = [line for line in lines if line.startswith('| REFERENCE (the guide, other hardware')]
     assert reference and reference[0].endswith('| 100 | 25 | 2322 | 739 | 948 |')
     assert any(line.startswith('| TTFT3 | instance2 | 100/0 |') and '| 0 / 89600 |' in line for line in lines)
@@ -305,7 +305,7 @@ def test_action_plugin_writes_json_markdown_and_png(tmp_path):
     assert report['ok'] and report['label'] == 'SIMULATED (vllm stand-in) unit'
     assert report['files']['chart'].endswith('kvpool_benchmark.png')
     assert (out / 'kvpool_benchmark.png').read_bytes()[:4] == b'\x89PNG'
-    assert '| this run (SIMULATED), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in \
+    assert '| this run (SIMULATED, builtin client), median | 100 | 25 | 2250.0 | 720.0 | 940.0 |' in \
         (out / 'kvpool_benchmark.md').read_text()
     assert_names(proc.stdout, 'KV pool TTFT benchmark', 'SIMULATED (vllm stand-in) unit', 'as in the guide')
 
@@ -353,6 +353,66 @@ def test_a_client_faster_than_the_server_is_flagged_too_and_nonsense_is_ignored(
     assert [f['step'] for f in report['ttft_flags']] == ['step1'] and report['ttft_flags'][0]['gap'] < -0.1
     steps = dict((s['id'], s) for s in report['steps'])
     assert steps['step3']['server_ttft']['mean_ms'] is None and steps['step3']['ttft_gap'] is None
+
+
+# --- the concurrency held, the client, a failed AISBench step ------------------------------------------------------
+def held(res, achieved, requested=25, tool='builtin'):
+    res['tool'] = tool
+    res['summary']['concurrency'] = {'requested': requested, 'achieved': achieved, 'source': 'test'}
+    return res
+
+
+def test_the_concurrency_held_is_reported_and_far_below_the_asked_one_is_flagged():
+    run = guide_run()
+    # the issue's AISBench figures: 19.5 in step 1, 7.7 and 8.0 in steps 2 and 3 (of 25)
+    for sid, value in (('step1', 19.5), ('flush', 20.0), ('step2', 7.7276), ('step3', 8.0)):
+        held(run[sid], value, tool='aisbench')
+    report = bench_report.build_report(run, SETTINGS, generated='2026-12-05T18:00:00Z')
+    steps = dict((s['id'], s) for s in report['steps'])
+    assert steps['step2']['concurrency'] == {'requested': 25, 'achieved': 7.7276, 'ratio': 0.3091,
+                                             'client': 'AISBench', 'source': 'test'}
+    assert [f['step'] for f in report['concurrency_flags']] == ['step2', 'step3']
+    assert report['concurrency_flags'][0]['ratio'] < bench_report.CONCURRENCY_FLOOR
+    # about the load that was measured, not the pool: the run still passes
+    assert report['ok'] and report['findings'] == []
+    flags = [line for line in report['summary'] if 'low_concurrency' in line]
+    assert len(flags) == 2
+    assert_names(flags[0], 'FLAG', 'TTFT2', 'AISBench', '7.7', 'of the 25', 'lower load')
+    assert_names(report['summary'][1], 'TTFT1', 'concurrency 19.5 held of 25', 'AISBench')
+    markdown = bench_report.render_markdown(report)
+    assert '| this run (SIMULATED, AISBench), median | 100 | 25 (held 19.5 / 7.7 / 8.0) | 2250.0 | 720.0 | 940.0 |' \
+        in markdown.splitlines()
+    assert_names(markdown, '| AISBench | 7.7 / 25 **FLAG** |', '| AISBench | 19.5 / 25 |',
+                 'FLAG **low_concurrency**')
+    # a reference row the guide measured is unchanged
+    assert any(line.endswith('| 100 | 25 | 2322 | 739 | 948 |') for line in markdown.splitlines())
+
+
+def test_a_step_with_fewer_requests_than_the_concurrency_is_held_to_its_request_count():
+    run = guide_run()
+    run['step1']['summary']['requests'] = 8
+    held(run['step1'], 5.0)  # 8 requests at concurrency 25: at most 8 in flight; 5 of 8 is not far below
+    report = bench_report.build_report(run, SETTINGS)
+    assert report['steps'][0]['concurrency']['ratio'] == 0.625
+    assert report['concurrency_flags'] == []
+
+
+def test_a_failed_aisbench_step_carries_its_output_tail_in_the_summary_json_and_markdown():
+    run = guide_run()
+    tail = ['[ais_bench] log line %d' % n for n in range(19)] + ['OSError: Can\'t load tokenizer for \'\'']
+    run['step2'] = {'failed': True, 'step': 'step2', 'tool': 'aisbench',
+                    'msg': 'ais_bench failed (rc 1) on node1; its last 20 lines:\n' + '\n'.join(tail),
+                    'aisbench': {'rc': 1, 'output_tail': tail, 'kept': False}}
+    report = bench_report.build_report(run, SETTINGS)
+    step2 = report['steps'][2]
+    assert step2['status'] == 'error' and step2['output_tail'] == tail
+    assert step2['error'] == 'ais_bench failed (rc 1) on node1; its last 20 lines:'
+    assert json.loads(json.dumps(report))['steps'][2]['output_tail'] == tail
+    text = '\n'.join(report['summary'])
+    assert_names(text, 'TTFT2', 'ais_bench failed (rc 1) on node1', 'last 20 lines', "Can't load tokenizer",
+                 'log line 0')
+    markdown = bench_report.render_markdown(report)
+    assert_names(markdown, 'AISBench output of the failed steps', "Can't load tokenizer", '| AISBench | |')
 
 
 # --- the steps through the router (docs/router.md) ------------------------------------------------------------------
