@@ -20,6 +20,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'aisbench')
 
@@ -137,6 +138,45 @@ def test_parse_recorded_real_run(tmp_path):
     assert _aisbench.read_results(str(tmp_path / 'nothing')) is None
 
 
+def test_the_concurrency_aisbench_held_is_read_from_its_json(tmp_path):
+    # a real run's files (step 2 on the mock cluster, issue 37): Concurrency 7.7276 beside Max Concurrency 25
+    run = tmp_path / 'outputs' / '20261205_093611' / 'performances' / 'vllm-api-stream-chat'
+    run.mkdir(parents=True)
+    for ext in ('csv', 'json'):
+        shutil.copy(os.path.join(FIXTURES, 'ais_bench-3.1.20260630-mock-cluster-step2.' + ext),
+                    str(run / ('dataset_855347707.' + ext)))
+    summary = _aisbench.read_results(str(tmp_path / 'outputs'), concurrency=25)['summary']
+    assert summary['concurrency']['requested'] == 25 and summary['concurrency']['max'] == 25
+    assert summary['concurrency']['achieved'] == 7.728
+    assert summary['requests'] == 100 and summary['ttft_ms']['mean'] == 9.6 and summary['duration_s'] == 0.642
+    # without the requested one (module users of read_results), AISBench's Max Concurrency stands for it
+    assert _aisbench.read_results(str(tmp_path / 'outputs'))['summary']['concurrency']['requested'] == 25
+    other = _aisbench.to_summary({}, _aisbench.parse_perf_json(fixture('ais_bench-3.1.20260630-standin.json')),
+                                 'total', 4)
+    assert other['concurrency']['requested'] == 4 and other['concurrency']['achieved'] == 3.244
+    # results without the keys: nothing made up
+    bare = _aisbench.to_summary({}, {})['concurrency']
+    assert bare['requested'] is None and bare['achieved'] is None and bare['max'] is None
+
+
+def test_output_tail_keeps_the_last_lines_and_never_the_key():
+    key = 'sk-secret-123'
+    text = '\n'.join(['line %d' % n for n in range(30)] + [
+        'models = [dict(api_key="%s", host_ip="10.0.0.1")]' % key, 'Authorization: Bearer other-token-9',
+        "{'api-key': 'zzz-unrelated'}", ''])
+    tail = _aisbench.output_tail(text, [key])
+    assert len(tail) == _aisbench.TAIL_LINES and tail[0] == 'line 13'
+    joined = '\n'.join(tail)
+    assert key not in joined and 'other-token-9' not in joined and 'zzz-unrelated' not in joined
+    assert 'host_ip="10.0.0.1"' in joined and joined.count(_aisbench.REDACTED) == 3
+    assert _aisbench.output_tail('', ['k']) == [] and _aisbench.output_tail('a\n\n b ', [''], 5) == ['a', ' b']
+
+
+def test_the_install_line_pins_what_works():
+    assert_names(_aisbench.INSTALL_HINT, '--index-url https://download.pytorch.org/whl/cpu',
+                 'ais_bench_benchmark==%s' % _aisbench.VERSION, "'pyarrow<16'", "'numpy<2'")
+
+
 def test_seconds_are_converted_to_ms():
     perf = _aisbench.parse_perf_csv('Performance Parameters,Stage,Average,N\nTTFT,total,1.5 s,3\n')
     assert _aisbench.to_summary(perf)['ttft_ms']['mean'] == 1500.0
@@ -157,9 +197,8 @@ WORDS_TOKENIZER = {
 
 
 @pytest.mark.aisbench
-@pytest.mark.skipif(not _ais_bench(), reason='AISBench is not installed (opt-in, heavy: pip install torch==2.13.0, '
-                    'then pip install ais_bench_benchmark "pyarrow<16" "setuptools<70"; put ais_bench on PATH or '
-                    'set KVPOOL_TEST_AIS_BENCH)')
+@pytest.mark.skipif(not _ais_bench(), reason='AISBench is not installed (opt-in, heavy: %s; put ais_bench on PATH '
+                    'or set KVPOOL_TEST_AIS_BENCH)' % _aisbench.INSTALL_HINT)
 def test_real_ais_bench_run_against_the_standin(tmp_path, capsys):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import kvpool_standin
