@@ -42,8 +42,9 @@ START_TIMEOUT = 120
 # Lines of AISBench's output kept in a failed step's message and report.
 TAIL_LINES = 20
 REDACTED = '********'
-_SECRET_ASSIGN = re.compile(r"""(api[_-]?key["']?\s*[=:]\s*["']?|authorization["']?\s*[=:]\s*["']?(?:bearer\s+)?|bearer\s+)"""
-                            r"""([^"'\s,)]+)""", re.IGNORECASE)
+_SECRET_ASSIGN = re.compile(r"""(api[_-]?key["']?\s*[=:]\s*["']?"""
+                            r"""|authorization["']?\s*[=:]\s*["']?(?:bearer\s+)?|bearer\s+)([^"'\s,)]+)""",
+                            re.IGNORECASE)
 # Statistic column -> key of the built-in client's statistics.
 STAT_KEYS = {'average': 'mean', 'mean': 'mean', 'median': 'median', 'min': 'min', 'max': 'max'}
 _VALUE = re.compile(r'^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$')

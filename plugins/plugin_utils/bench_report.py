@@ -192,7 +192,7 @@ def build_report(results, settings=None, instances=None, label='', reference=Non
     checks = _checks(by_id, routing)
     findings = [c for c in checks if not c['ok']]
     flags = _ttft_flags(steps)
-    low = _concurrency_flags(steps)
+    low = _concurrency_flags(steps + list(_d(routing).get('steps') or []))
     report = {
         'title': 'vLLM-Ascend KV pool TTFT benchmark (the guide\'s three steps)',
         'label': label or '',
@@ -267,7 +267,8 @@ def routing_section(results, policy=''):
         else:
             hits, per, served = _sum_hits(res)
             step.update(status='ok', url=res.get('url'), dataset=res.get('dataset'), summary=res.get('summary'),
-                        hits=hits, per_instance=per, served=served)
+                        hits=hits, per_instance=per, served=served, tool=res.get('tool'),
+                        concurrency=_concurrency(res))
         steps.append(step)
     by_id = dict((s['id'], s) for s in steps)
     rr, chosen = by_id['routing_rr'], by_id['routing_policy']
@@ -300,9 +301,10 @@ def routing_lines(section):
         hits = step['hits']
         served = ', '.join('%s %s' % (k, _fmt(v, 0)) for k, v in sorted((step.get('served') or {}).items()))
         lines.append('  %-6s TTFT median %s / p90 %s ms; device prefix hits %s, external (pool) hits %s; served: %s; '
-                     '%s/%s ok' % (step['guide'], _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
-                                   _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')), served,
-                                   step['summary'].get('succeeded'), step['summary'].get('requests')))
+                     '%s/%s ok; %s' % (step['guide'], _fmt(ttft.get('median')), _fmt(ttft.get('p90')),
+                                       _pct(hits.get('prefix_hit_rate')), _pct(hits.get('external_hit_rate')), served,
+                                       step['summary'].get('succeeded'), step['summary'].get('requests'),
+                                       _concurrency_text(step)))
     comp = section.get('comparison')
     if comp:
         lines.append('  routing %s vs round robin: median TTFT x%s, device hit rate x%s (goal: hit rate up and TTFT '
@@ -598,8 +600,8 @@ def render_markdown(report, chart_name=None):
         name = step['guide'] or 'prep (B)'
         if step['status'] != 'ok':
             state = step['status'] + (': ' + step['error'] if step.get('error') else '')
-            out.append('| %s | %s | %s | | | | | | | | | | %s | |' % (name, step['instance'], state,
-                                                                  _client(step.get('tool')) or ''))
+            out.append('| %s | %s | %s | | | | | | | | | | %s | |'
+                       % (name, step['instance'], state, _client(step.get('tool')) or ''))
             continue
         summary = step['summary']
         ttft_s = _d(summary.get('ttft_ms'))
@@ -639,8 +641,9 @@ def render_markdown(report, chart_name=None):
     if failed:
         out += ['## AISBench output of the failed steps', '']
         for step in failed:
-            out += ['%s (last %d lines, the API key replaced):' % (step['guide'] or 'prep (B)', len(step['output_tail'])),
-                    '', '```'] + step['output_tail'] + ['```', '']
+            out += ['%s (last %d lines, the API key replaced):'
+                    % (step['guide'] or 'prep (B)', len(step['output_tail'])), '', '```'] \
+                + step['output_tail'] + ['```', '']
     section = report.get('routing')
     if section:
         out += ['## Through the router', '',

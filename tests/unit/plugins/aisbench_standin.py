@@ -195,8 +195,8 @@ def run(argv):
     if MODE == 'fail':
         for n in range(30):
             print('[SIMULATED ais_bench] log line %d' % n)
-        print('models = [dict(host_ip=%r, api_key="%s", path=%r)]' % (model['host_ip'], model.get('api_key', ''),
-                                                                        model['path']))
+        print('models = [dict(host_ip=%r, api_key="%s", path=%r)]'
+              % (model['host_ip'], model.get('api_key', ''), model['path']))
         sys.stderr.write('RuntimeError: SIMULATED failure after the requests\n')
         return 1
     if not model['path'] or not os.path.isdir(model['path']):

@@ -437,6 +437,12 @@ def test_routing_comparison_adds_up_both_instances_and_prints_the_ratios():
     text = '\n'.join(report['summary'])
     assert_names(text, 'cache_aware vs round robin', 'median TTFT x0.750', 'device hit rate x2.500')
     assert_names(text, 'served:', 'instance1 40', 'instance2 24')
+    # the concurrency held through the router too; far below the asked one is flagged there as well
+    held(results['routing_rr'], 7.5, requested=8)
+    held(results['routing_policy'], 2.0, requested=8)
+    report = bench_report.build_report(results, dict(SETTINGS, router_policy='cache_aware'))
+    assert_names('\n'.join(report['summary']), 'concurrency 7.5 held of 8', 'concurrency 2.0 held of 8')
+    assert [f['step'] for f in report['concurrency_flags']] == ['routing_policy']
     markdown = bench_report.render_markdown(report)
     assert '## Through the router' in markdown and '**met**' in markdown
     assert report['ok']  # the guide's checks are not touched by the router steps
