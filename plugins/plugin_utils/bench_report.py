@@ -296,6 +296,7 @@ def routing_lines(section):
         if step['status'] != 'ok':
             error = (': ' + step['error']) if step.get('error') else ''
             lines.append('  %-6s %s%s' % (step['guide'], step['status'], error))
+            lines += _tail_lines(step)
             continue
         ttft = _d(step['summary'].get('ttft_ms'))
         hits = step['hits']
