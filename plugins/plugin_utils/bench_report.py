@@ -445,10 +445,11 @@ def _concurrency_flags(steps):
         out.append({'step': step['id'], 'requested': held['requested'], 'achieved': held['achieved'],
                     'ratio': held['ratio'], 'client': held['client'],
                     'message': '%s: the client (%s) held %.1f requests in flight on average (%s), %.0f%% of the '
-                               '%s asked for, below %d%%: its TTFT was measured at a lower load than the concurrency in the table; '
-                               'the client did not start requests as fast as they finished (its own time per '
-                               'request - building, sending, parsing, AISBench\'s worker processes and tokenizer - '
-                               'or a busy client host), most visibly in steps whose requests are short (cache hits)'
+                               '%s asked for, below %d%%: its TTFT was measured at a lower load than the '
+                               'concurrency in the table; the client did not start requests as fast as they '
+                               'finished (its own time per request - building, sending, parsing, AISBench\'s worker '
+                               'processes and tokenizer - or a busy client host), most visibly in steps whose '
+                               'requests are short (cache hits)'
                                % (step['guide'] or step['id'], held['client'] or 'client', held['achieved'],
                                   'AISBench\'s own Concurrency' if held['client'] == CLIENTS['aisbench'] else
                                   'mean requests in flight', 100.0 * held['ratio'], held['requested'],
