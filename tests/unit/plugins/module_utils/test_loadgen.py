@@ -203,7 +203,8 @@ def test_ttft_agrees_with_a_known_server_delay(server, api):
     """The server waits a KNOWN time before its first content chunk: the measured TTFT must agree within a few
     milliseconds, and E2E / TPOT must reflect the known gaps between tokens. The reference is what the server
     really waited (it records it; a loaded machine oversleeps a little), which is at least the injected delay.
-    Scheduling noise of a busy machine only ever adds time, so each case gets up to 3 tries and the best counts."""
+    Scheduling noise of a busy machine only ever adds time, so each case gets up to 3 tries and the best counts
+    (the TPOT bound too: a first chunk read late shortens the measured span after it)."""
     srv, url = server
     cases = [(150, 20), (60, 5), (300, 0)]
     best = {}
@@ -214,14 +215,15 @@ def test_ttft_agrees_with_a_known_server_delay(server, api):
             assert res['ok'], res
             assert res['output_tokens'] == 6
             waited = srv.times[prompt]
-            assert waited['first_ms'] >= case[0] and res['tpot_ms'] >= case[1] - 0.5
+            assert waited['first_ms'] >= case[0]  # the server's own wait; the client's figures are judged below
             error = max(abs(res['ttft_ms'] - waited['first_ms']), abs(res['e2e_ms'] - waited['done_ms']))
             if case not in best or error < best[case][0]:
                 best[case] = (error, res, waited)
         if all(b[0] < 5.0 for b in best.values()):
             break
-    for (delay, _gap), (error, res, waited) in sorted(best.items()):
+    for (delay, gap), (error, res, waited) in sorted(best.items()):
         assert error < 5.0, (res, waited)
+        assert res['tpot_ms'] >= gap - 2.0, (res, waited)  # a late first chunk (a busy client) shortens the span
         assert res['ttft_ms'] - delay < 25.0, (res['ttft_ms'], delay)  # and near the nominal delay
         assert abs(res['tpot_ms'] - (waited['done_ms'] - waited['first_ms']) / 5) < 2.0, (res, waited)
     assert srv.requests in (3, 6, 9)
