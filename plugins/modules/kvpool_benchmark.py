@@ -34,7 +34,7 @@ description:
     O(aisbench_model_path) exists, that O(aisbench_command) is found and that C(ais_bench --help) runs (within
     120 seconds, C(LANG=C)); each failure names the option, the host and the fix, with the install line of the
     versions that work (torch from the CPU index, C(pyarrow<16) beside AISBench's C(numpy<2)).
-  - A failed AISBench run puts the last 20 lines of its output in C(msg) and RV(aisbench.output_tail), the API key
+  - A failed AISBench run puts the last 20 lines of its output in C(msg) and C(output_tail) of RV(aisbench), the API key
     replaced by C(********).
   - The prompt length is fitted with the instance's own tokenizer (C(POST /tokenize)) when it serves one.
 author:

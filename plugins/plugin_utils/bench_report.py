@@ -119,7 +119,7 @@ def _unusable(step_id, res):
                 'error': 'the result of %s is a %s, not a kvpool_benchmark result: pass the registered result of the '
                          'step\'s kvpool_benchmark task' % (step_id, type(res).__name__)}
     if not _usable(res):
-        out = {'status': 'error', 'error': str(res.get('msg') or 'no result').split('\n')[0], 'summary': None,
+        out = {'status': 'error', 'error': str(res.get('msg') or 'no result').split('\n', 1)[0], 'summary': None,
                'tool': res.get('tool')}
         tail = _d(res.get('aisbench')).get('output_tail')
         if isinstance(tail, list) and tail:

@@ -217,7 +217,7 @@ def run(argv):
             _send(model, questions[index], results, index)
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(min(model['batch_size'], len(questions)))]
+    threads = [threading.Thread(target=worker) for unused in range(min(model['batch_size'], len(questions)))]
     for thread in threads:
         thread.start()
     for thread in threads:
