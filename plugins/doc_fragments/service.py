@@ -60,6 +60,11 @@ notes:
     and stopped through its cgroup, so every process it started goes with it.
   - Secrets are never in the unit file (world-readable) but in C(/etc/ascend-kvpool/secrets/<unit>.env), mode
     0600, read through C(EnvironmentFile=).
+  - The secret file is the collection's when it starts with its header (or, written by an earlier release, when the
+    collection's unit names it); any other file at its path fails the task naming it, in check mode too.
+  - In container mode only containers with the label C(ascend.kvpool.managed=1) are recreated, stopped or removed; a
+    same-named container without it fails the task naming it. A C(docker inspect) or C(docker ps) that fails for
+    another reason than a missing container fails the task naming it; it is never taken as "no container".
   - In container mode the task needs the collection C(community.docker) (declared in C(galaxy.yml)) and what its
     M(community.docker.docker_container) needs on the node (the Docker API through the docker socket, as for the
     role C(ascend.kvpool.vllm_ascend_container)).
@@ -101,4 +106,9 @@ notes:
   - systemctl is called directly (argv lists through C(run_command), C(LANG=C)), so one task decides, writes, starts,
     gates and reports, with the journal tail of a failed start. The unit is enabled at boot, ordered after
     C(network-online.target), restarted by systemd when it dies, and stopped through its cgroup.
+  - Ownership - the module writes, replaces and removes only unit files that start with the collection's header
+    (C(# Written by ascend.kvpool)) and the link C(systemctl enable) makes. A same-named file without the header, or a
+    unit of that name loaded from another file, fails the task naming it and the fix, in check mode too.
+  - A C(systemctl show) that fails (C(Failed to connect to bus)) fails the task naming it; it is never taken as
+    "not running".
 """

@@ -62,8 +62,10 @@ WANTED_BY = 'multi-user.target'
 SECRET_DIR = '/etc/ascend-kvpool/secrets'
 UNIT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$')
 HEADER = '# Written by ascend.kvpool (module %s). Changes are overwritten by the next run.\n'
+# The first words of HEADER: a unit or secret file that starts with them is the collection's (ownership).
+OWN_MARK = '# Written by ascend.kvpool '
 SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID', 'NRestarts', 'Result', 'UnitFileState',
-                   'ExecMainStartTimestampMonotonic', 'ExecMainStatus')
+                   'ExecMainStartTimestampMonotonic', 'ExecMainStatus', 'FragmentPath')
 # States in which the service manager still brings the service (back) up by itself.
 ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
@@ -212,6 +214,7 @@ def status_from_show(props):
         'result': props.get('Result') or '',
         'enabled': props.get('UnitFileState') == 'enabled',
         'started_mono': _int(props.get('ExecMainStartTimestampMonotonic')) / 1e6 or None,
+        'fragment': props.get('FragmentPath') or '',
     }
 
 
@@ -421,11 +424,29 @@ class SystemdBackend(_Backend):
         return render_unit(spec), render_secret_env(spec.secret_env)
 
     def current(self, spec):
-        text = read_text(self.unit_path(spec))
-        secret = read_text(secret_file(spec))
-        rc, out, dummy = self.run([self.systemctl, 'show', '%s.service' % spec.unit, '--no-pager']
-                                  + ['-p%s' % p for p in SHOW_PROPERTIES], check=False)
-        status = status_from_show(parse_show(out if rc == 0 else ''))
+        """(unit text, secret text without its header, status). Raises ServiceError when a file at the unit's or the
+        secret file's path is not the collection's (ownership), when the unit is loaded from a file the collection
+        did not write, and when ``systemctl show`` fails: its state unknown is never taken as "not running"."""
+        path = self.unit_path(spec)
+        text = read_text(path)
+        check_owned(path, text, 'unit file', spec.unit)
+        secret = read_secret(spec, text)
+        unit = '%s.service' % spec.unit
+        rc, out, err = self.run([self.systemctl, 'show', unit, '--no-pager']
+                                + ['-p%s' % p for p in SHOW_PROPERTIES], check=False)
+        props = parse_show(out) if rc == 0 else {}
+        if rc != 0 or not props.get('LoadState') or not props.get('ActiveState'):
+            said = ('rc %s: %s' % (rc, (err or out).strip()[:300])) if rc != 0 else \
+                ('rc 0, but no LoadState and ActiveState in its answer %r' % (out or '')[:200])
+            raise ServiceError('systemctl show %s failed (%s), so whether %s runs is unknown and nothing was changed '
+                               '(a failed read is never taken as "not running"). Fix: run `systemctl show %s` as root '
+                               'on the node; systemd must run and its bus be reachable' % (unit, said, unit, unit))
+        status = status_from_show(props)
+        if text is None and status['exists'] and status['fragment'] not in ('', path):
+            raise ServiceError('%s is loaded from %s, which ascend.kvpool did not write, so it is neither replaced, '
+                               'started nor stopped here and nothing was changed. Fix: if that unit is yours, give '
+                               'the collection\'s service another name (or stop yours and remove its unit file); a '
+                               'collection unit is only ever %s' % (unit, status['fragment'], path))
         status['exists'] = status['exists'] and text is not None
         return text, secret, status
 
@@ -434,8 +455,8 @@ class SystemdBackend(_Backend):
 
     def apply(self, spec, text, secret, old_text, old_secret, restart):
         if secret is not None:
-            write_file(secret_file(spec), secret, 0o600, 'secret environment file', dir_mode=0o700,
-                       option='the secrets directory')
+            write_file(secret_file(spec), (HEADER % spec.owner.rstrip()) + secret, 0o600, 'secret environment file',
+                       dir_mode=0o700, option='the secrets directory')
         elif old_secret is not None:
             remove_file(secret_file(spec))
         # Enabled the way `systemctl enable` does it for WantedBy= (the link in the target's .wants directory),
@@ -452,12 +473,12 @@ class SystemdBackend(_Backend):
         unit = '%s.service' % spec.unit
         self.run([self.systemctl, 'stop', unit], check=False)
         if remove:
-            removed = remove_file(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
+            removed = remove_link(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
                 remove_file(secret_file(spec))
             if removed:
                 self.run([self.systemctl, 'daemon-reload'])
             self.run([self.systemctl, 'reset-failed', unit], check=False)
-        elif remove_file(self.wants_path(spec)):
+        elif remove_link(self.wants_path(spec)):
             self.run([self.systemctl, 'daemon-reload'])
 
     def wants_path(self, spec):
@@ -470,7 +491,7 @@ class SystemdBackend(_Backend):
             return False
         _validate.directory(os.path.dirname(link), 'the directory of the unit\'s enable link', create=True,
                             writable=True, system_ok=True)
-        remove_file(link)
+        remove_link(link)
         try:
             os.symlink(target, link)
         except OSError as exc:
@@ -484,11 +505,15 @@ class SystemdBackend(_Backend):
         return out if rc == 0 else err
 
     def list_units(self, prefix):
-        """Names (without .service) of the unit files under UNIT_DIR that start with ``prefix``."""
+        """Names (without .service) of the unit files under UNIT_DIR that start with ``prefix``; a directory that
+        cannot be read is a ServiceError (never "no unit")."""
         try:
             names = os.listdir(UNIT_DIR)
-        except OSError:
-            return []
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return []
+            raise ServiceError('cannot list the unit directory %s: %s, so the units of the collection there are '
+                               'unknown' % (UNIT_DIR, _validate.os_reason(exc, UNIT_DIR))) from exc
         return sorted(n[:-len('.service')] for n in names if n.startswith(prefix) and n.endswith('.service'))
 
     # transient units (the pool probe's clients)
@@ -499,9 +524,14 @@ class SystemdBackend(_Backend):
                   '--'] + list(argv))
 
     def transient_alive(self, name):
-        rc, out, dummy = self.run([self.systemctl, 'show', '%s.service' % name, '-pActiveState', '--no-pager'],
-                                  check=False)
-        return parse_show(out).get('ActiveState') in ('active', 'activating', 'deactivating')
+        rc, out, err = self.run([self.systemctl, 'show', '%s.service' % name, '-pActiveState', '--no-pager'],
+                                check=False)
+        state = parse_show(out).get('ActiveState') if rc == 0 else None
+        if not state:  # a failed read is never "it has ended"
+            raise ServiceError('systemctl show %s.service failed (rc %s: %s), so whether it runs is unknown. Fix: '
+                               'run `systemctl show %s.service` as root on the node; systemd must run and its bus be '
+                               'reachable' % (name, rc, (err or out).strip()[:300], name))
+        return state in ('active', 'activating', 'deactivating')
 
     def stop_transient(self, name):
         self.run([self.systemctl, 'stop', '%s.service' % name], check=False)
@@ -531,14 +561,34 @@ class DockerBackend(_Backend):
         self.ops = []
 
     def inspect(self, name):
-        rc, out, dummy = self.run([self.docker, 'inspect', name], check=False)
+        """``docker inspect`` of ``name``; None only when docker says there is no such container. Any other failure
+        (the daemon not reachable, an answer that is not docker's) is a ServiceError, never "no container"."""
+        rc, out, err = self.run([self.docker, 'inspect', name], check=False)
         if rc != 0:
-            return None
+            if 'no such object' in (err or '').lower() or 'no such container' in (err or '').lower():
+                return None
+            raise ServiceError('docker inspect %s failed (rc %s: %s), so whether the container exists is unknown and '
+                               'nothing was changed. Fix: run `docker inspect %s` on the node; the docker daemon must '
+                               'run and be reachable' % (name, rc, (err or out).strip()[:300], name))
         try:
             docs = json.loads(out)
         except ValueError:
-            return None
+            docs = None
+        if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
+            raise ServiceError('docker inspect %s answered %r, which is not docker\'s list of containers: nothing was '
+                               'changed. Fix: check the docker command on the node' % (name, (out or '')[:200]))
         return docs[0] if docs else None
+
+    def owned(self, name, doc):
+        """``doc`` (``docker inspect``) when it is a container the collection made (its label), else ServiceError:
+        a same-named container of someone else is never recreated, stopped or removed."""
+        labels = ((doc or {}).get('Config') or {}).get('Labels') or {}
+        if doc and labels.get(MANAGED_LABEL) != '1':
+            raise ServiceError('container %s exists but was not made by ascend.kvpool (no label %s=1), so it is '
+                               'neither recreated, stopped nor removed and nothing was changed. Fix: if it is yours, '
+                               'rename it (docker rename %s <other>) or remove it yourself; the collection makes its '
+                               'own' % (name, MANAGED_LABEL, name))
+        return doc
 
     def check(self):
         self.template()
@@ -574,7 +624,7 @@ class DockerBackend(_Backend):
         return container_spec_text(spec, self.template()), render_secret_env(spec.secret_env)
 
     def current(self, spec):
-        doc = self.inspect(spec.unit)
+        doc = self.owned(spec.unit, self.inspect(spec.unit))
         status = status_from_inspect(doc)
         if not doc:
             return None, None, status
@@ -600,7 +650,7 @@ class DockerBackend(_Backend):
 
     def stop(self, spec, remove=True):
         """Ask the action plugin to stop (``remove``: and remove) the container, when there is one."""
-        if self.inspect(spec.unit) is None:
+        if self.owned(spec.unit, self.inspect(spec.unit)) is None:
             return
         self.ops.append({'name': spec.unit, 'state': 'absent' if remove else 'stopped',
                          'stop_timeout': int(spec.stop_timeout)})
@@ -610,9 +660,13 @@ class DockerBackend(_Backend):
         return (out or '') + (err or '')
 
     def list_units(self, prefix):
-        rc, out, dummy = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
-                                   '--format', '{{.Names}}'], check=False)
-        return sorted(n for n in out.split() if n.startswith(prefix)) if rc == 0 else []
+        rc, out, err = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
+                                 '--format', '{{.Names}}'], check=False)
+        if rc != 0:  # never "no container of the collection"
+            raise ServiceError('docker ps failed (rc %s: %s), so the collection\'s containers are unknown. Fix: run '
+                               '`docker ps -a` on the node; the docker daemon must run and be reachable'
+                               % (rc, (err or out).strip()[:300]))
+        return sorted(n for n in out.split() if n.startswith(prefix))
 
     # transient containers (the pool probe's clients)
     def run_transient(self, name, argv, max_seconds, mounts=()):
@@ -698,6 +752,51 @@ def write_file(path, text, mode, what, dir_mode=0o755, option=None):
             except OSError:
                 pass
         raise ServiceError('cannot write the %s %s: %s' % (what, path, _validate.os_reason(exc, path))) from exc
+
+
+def check_owned(path, text, what, unit):
+    """Nothing at ``path`` (``text`` None and no entry), or a regular file whose text starts with the collection's
+    header: else a ServiceError naming the file and the fix. A same-named file the collection did not write (a hand
+    written unit, a link of ``systemctl link`` or ``mask``) is never replaced nor removed, in check mode too."""
+    if text is not None and not os.path.islink(path):
+        if text.startswith(OWN_MARK):
+            return
+        why = 'its first line is not the header "%s(module ...)"' % OWN_MARK
+    elif os.path.islink(path):
+        why = 'it is a symlink to %s (systemctl link or mask?), and the collection writes only files' \
+            % os.readlink(path)
+    elif os.path.lexists(path):
+        why = 'it is not a regular file that can be read'
+    else:
+        return
+    raise ServiceError('%s %s exists but was not written by ascend.kvpool (%s), so it is neither replaced nor removed '
+                       'and nothing was changed. Fix: if it is yours, give the collection\'s service another name (or '
+                       'stop %s and move the file away); if it is a stale copy of the collection\'s, remove it and run '
+                       'again' % (what, path, why, unit))
+
+
+def read_secret(spec, unit_text):
+    """The secret environment file of ``spec`` without its header, None when there is none. Ours: it starts with the
+    header, or (written by an earlier release, without one) the collection's unit ``unit_text`` names it in its
+    ``EnvironmentFile=``; anything else at its path is a ServiceError (``check_owned``)."""
+    path = secret_file(spec)
+    text = read_text(path)
+    if text is not None and not os.path.islink(path):
+        if text.startswith(OWN_MARK):
+            return text.split('\n', 1)[1] if '\n' in text else ''
+        if unit_text and unit_text.startswith(OWN_MARK) and ('\nEnvironmentFile=%s\n' % path) in unit_text:
+            return text
+    check_owned(path, text, 'secret environment file', spec.unit)
+    return text
+
+
+def remove_link(path):
+    """Remove the enable link at ``path`` (True when it was there); anything there that is not a link (a file, a
+    directory) is a ServiceError naming it, never removed."""
+    if os.path.lexists(path) and not os.path.islink(path):
+        raise ServiceError('%s is not the link `systemctl enable` makes, so it was not removed: move it away and run '
+                           'again' % path)
+    return remove_file(path)
 
 
 def remove_file(path):

@@ -171,7 +171,7 @@ SHOW_LOADED = 'LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\
 class Systemctl(engine_tests.Recorder):
     """systemctl recorded, answering ``show`` with ``show`` (the unit unknown by default)."""
 
-    def __init__(self, show=''):
+    def __init__(self, show=engine_tests.SHOW_MISSING):
         super(Systemctl, self).__init__()
         self.show = show
 
@@ -180,7 +180,7 @@ class Systemctl(engine_tests.Recorder):
         return (0, self.show, '') if argv[1] == 'show' else (0, '', '')
 
 
-def engine_start(secret=True, state='started', show=''):
+def engine_start(secret=True, state='started', show=engine_tests.SHOW_MISSING):
     """The state machine's ensure (service_fakes') on the real systemd backend over a recorded systemctl; the unit and
     secrets directories are the test's."""
     systemctl = Systemctl(show)
@@ -250,7 +250,7 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(monkeypat
 def test_a_unit_file_that_cannot_be_removed_is_no_success(monkeypatch, tmp_path):
     units = tmp_path / 'units'
     units.mkdir()
-    (units / 'kvpool-vllm-a.service').write_text('[Unit]\n')
+    (units / 'kvpool-vllm-a.service').write_text(_service.render_unit(engine_tests.spec()))  # the collection's
     simulate_read_only(monkeypatch, units)
     unit = units / 'kvpool-vllm-a.service'
     with pytest.raises(_service.ServiceError) as err:
