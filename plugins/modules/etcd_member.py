@@ -106,6 +106,9 @@ options:
         while the cluster refuses the add for want of started members (members joining at once). Listed as added -
         C(existing). Listed as a started member - the task fails naming C(etcdctl member remove <ID>), as its data was
         lost and the cluster refuses it until then.
+      - Only an C(etcdctl member list) that says it reached no endpoint (C(context deadline exceeded), C(connection
+        refused)) counts as none answering. Any other failure, and an answer that is not a member list (even with
+        exit code 0), fails the task naming the command, and nothing is changed.
       - A member whose data directory holds a member keeps the values of its installed unit, so that a group that
         grows or shrinks restarts no running member for flags etcd would not read.
       - C(new) and C(existing) force the value (no question, no C(member add)).
@@ -266,6 +269,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    OWN_MARK,
     UNIT_DIR,
     ServiceError,
     backend_for,
@@ -408,13 +412,15 @@ def _run(module):
         try:
             health = _etcd.parse_endpoint_health(answers[0][1])
             listed = _etcd.parse_member_list(answers[1][1])
-        except ValueError as exc:
+        except (ValueError, TypeError, AttributeError) as exc:
             seen['problem'] = 'etcdctl: %s %s' % (exc, ' '.join(a[2].strip() for a in answers)[:300])
             return False
         try:  # with a member down etcdctl exits 1 and still prints the others' status
             status = _etcd.parse_endpoint_status(answers[2][1])
-        except ValueError:
-            status = []
+        except (ValueError, TypeError, AttributeError) as exc:
+            # Never "no leader to compare": an answer that cannot be read leaves the leader unchecked.
+            seen['problem'] = 'etcdctl endpoint status: %s %s' % (exc, answers[2][2].strip()[:300])
+            return False
         result['cluster'] = listed
         result['leader'] = _etcd.leader_name(listed, status)
         seen['problem'] = _etcd.cluster_problem(members, health, listed, status, tls)
@@ -448,7 +454,9 @@ def _initial_flags(module, p, members, endpoints, argv, result):
     own_peer = _etcd.peer_url(p['address'], p['peer_port'], bool(p['peer_cert_file']))
     if os.path.isdir(os.path.join(p['data_dir'], 'member')):
         _check_own_peer_url(module, p, endpoints, own_peer, result)
-        installed = _etcd.installed_initial_flags(read_text('%s/%s.service' % (UNIT_DIR, UNIT)))
+        unit_text = read_text('%s/%s.service' % (UNIT_DIR, UNIT)) or ''
+        # Only the flags of the collection's own unit (its header); any other file there fails the engine's plan.
+        installed = _etcd.installed_initial_flags(unit_text) if unit_text.startswith(OWN_MARK) else {}
         result['join'] = dict(action='kept', reason='%s holds a member: etcd reads no --initial-* flag, the installed '
                                                     'unit\'s are kept' % p['data_dir'])
         return _etcd.with_initial_flags(argv, installed) if installed else argv
@@ -487,21 +495,38 @@ def _initial_flags(module, p, members, endpoints, argv, result):
         '--initial-cluster-state': 'existing'})
 
 
+# What etcdctl (3.4, 3.5) prints when no endpoint answers: the dial or the request ran out of time, or was refused.
+UNREACHABLE = ('context deadline exceeded', 'deadlineexceeded', 'connection refused', 'no route to host',
+               'i/o timeout', 'code = unavailable', 'error while dialing', 'no such host', 'network is unreachable')
+
+
 def _member_list(module, p, endpoints):
-    """The members that etcd at ``endpoints`` lists (``parse_member_list``), None when none answers readably."""
-    rc, out, dummy = _etcdctl(module, p, endpoints, 'member', 'list')
+    """The members that etcd at ``endpoints`` lists (``parse_member_list``), None when none of them answers (etcdctl
+    says it could not reach them). Any other failure, and an answer that is not a member list (whatever the exit
+    code), is a ServiceError naming etcdctl: never "no other member answers", which would bootstrap a second
+    cluster."""
+    rc, out, err = _etcdctl(module, p, endpoints, 'member', 'list')
+    command = 'ETCDCTL_API=3 %s --endpoints=%s member list -w json' % (p['etcdctl'], ','.join(endpoints))
     if rc != 0:
-        return None
+        said = (err or out or '').strip()
+        if any(word in said.lower() for word in UNREACHABLE):
+            return None
+        raise ServiceError('etcd member %s: `%s` failed (rc %s): %s. Whether the other members run a cluster is '
+                           'unknown, so nothing was changed. Fix: run it on the node and repair etcdctl (the etcdctl '
+                           'option) or the members it names' % (p['name'], command, rc, said[-300:] or 'no output'))
     try:
         return _etcd.parse_member_list(out)
-    except ValueError:
-        return None
+    except (ValueError, TypeError, AttributeError) as exc:  # TypeError: an ID or URL list of the wrong type
+        raise ServiceError('etcd member %s: `%s` exited 0 but its answer is not a member list (%s). Whether the other '
+                           'members run a cluster is unknown, so nothing was changed. Fix: check that the etcdctl '
+                           'option names etcd\'s etcdctl (3.4 or later) and that the endpoints are etcd client URLs'
+                           % (p['name'], command, exc)) from exc
 
 
 def _check_own_peer_url(module, p, endpoints, own_peer, result):
     """A member with data whose peer URL the cluster lists otherwise (http against https, another address or port):
     restarted with the new one it would not reach its peers, so the task fails before anything changes. Nothing is
-    checked when no member answers."""
+    checked when no member answers (etcdctl says it reached none); any other failure of the read fails the task."""
     mine = [m for m in _member_list(module, p, endpoints) or [] if m['name'] == p['name']]
     if mine and mine[0]['peer_urls'] and own_peer not in mine[0]['peer_urls']:
         raise ServiceError('etcd member %s: the cluster lists it with the peer URL %s, but this run gives it %s '
@@ -522,7 +547,7 @@ def _member_add(module, p, others, own_peer, result):
         if rc == 0:
             try:
                 return _etcd.parse_member_add(out)
-            except ValueError as exc:
+            except (ValueError, TypeError, AttributeError) as exc:
                 raise ServiceError('etcd member %s: etcdctl member add answered %s' % (p['name'], exc),
                                    result=result) from exc
         if 'already exists' in (err or '') or time.monotonic() >= deadline:
