@@ -30,6 +30,12 @@ description:
     its node cannot reach, without a play of its own for the check.
   - Refuses a path that is not absolute, a directory in the place of the file, a directory below a file, and a
     read-only filesystem, naming the path; nothing is left half-written.
+  - 'Ownership: the module replaces or removes only a file it can prove it wrote. Beside the file it keeps a record,
+    C(.<name>.kvpool) (C(.mooncake.json.kvpool), mode 0644, with the collection''s header), holding the sha256 of
+    the bytes it wrote. A file at O(path) whose bytes the record does not match (written by hand or by another
+    tool, or changed since) fails the task naming the file and the fix, and nothing is written, in check mode
+    too. A file with exactly the bytes the module would write is taken as its own (a node written by an earlier
+    release, or by the role''s earlier template), and its record is written.'
 author:
   - ascend.kvpool contributors (@ascend-kvpool)
 options:
@@ -41,8 +47,16 @@ options:
     description:
       - The document (C(metadata_server), C(protocol), C(device_name), C(master_server_address),
         C(global_segment_size), C(local_buffer_size), ...). Written as given; the role checks the values.
+      - Required when O(state=present).
     type: dict
-    required: true
+  state:
+    description:
+      - C(present) writes the file (O(config) is then required).
+      - C(absent) removes the file and its record when the record proves the module wrote it (a missing file is
+        C(ok)); any other file there fails the task and is left alone. C(teardown.yml) removes mooncake.json so.
+    type: str
+    choices: [present, absent]
+    default: present
   mode:
     description: Mode of the file (octal string). It is world-readable by default, as vllm-ascend reads it.
     type: str
@@ -118,6 +132,7 @@ master_connect:
   sample: {"ok": true, "error": "", "ms": 0.4}
 """
 
+import hashlib
 import os
 import stat
 
@@ -127,7 +142,57 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etc
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import config_text
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
-from ansible_collections.ascend.kvpool.plugins.module_utils._service import read_bytes, write_file
+from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
+    OWN_MARK, read_bytes, remove_file, write_file,
+)
+
+RECORD_HEADER = ('# Written by ascend.kvpool (module mooncake_config_file): the sha256 of the file it wrote beside '
+                 'this record (its proof of ownership). Remove both together.\n')
+
+
+def record_path(path):
+    """The record beside ``path`` that proves the module wrote it: ``<dir>/.<name>.kvpool``."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, '.%s.kvpool' % name)
+
+
+def record_text(data):
+    return RECORD_HEADER + 'sha256=%s\n' % hashlib.sha256(data).hexdigest()
+
+
+def ownership(path):
+    """(bytes of the file at ``path`` or None, whether the record proves the module wrote exactly them). A path that
+    is not a regular file (a link, a FIFO, a device), a file that cannot be read, and a record that is not the
+    collection's are KvpoolErrors naming them: never replaced, removed, or taken as missing."""
+    fix = ('Fix: if it is yours, give the collection another path (mooncake_config_path); if it is a stale file of '
+           'the collection, remove it and run again')
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        raise KvpoolError('path %s is not a regular file (a symlink, a FIFO, a socket or a device), which this module '
+                          'never writes, so it is neither replaced nor removed and nothing was changed. %s'
+                          % (path, fix))
+    old = read_bytes(path)
+    if old is None and os.path.lexists(path):
+        raise KvpoolError('path %s exists but cannot be read, so it is neither replaced nor removed and nothing was '
+                          'changed. %s' % (path, fix))
+    record = record_path(path)
+    if os.path.islink(record) or (os.path.lexists(record) and not os.path.isfile(record)):
+        raise KvpoolError('%s (the ownership record of %s) is not a regular file, which this module never writes, '
+                          'so nothing was changed. Fix: move it away and run again' % (record, path))
+    mark = read_bytes(record)
+    if mark is not None and not mark.decode('utf-8', 'replace').startswith(OWN_MARK):
+        raise KvpoolError('%s (the name of the ownership record of %s) exists but was not written by ascend.kvpool '
+                          '(its first line is not the header "%s(module ...)"), so nothing was changed. Fix: move it '
+                          'away and run again' % (record, path, OWN_MARK))
+    proven = old is not None and mark is not None and record_text(old) in mark.decode('utf-8', 'replace')
+    return old, proven
+
+
+def not_ours(path, why):
+    return KvpoolError('path %s exists but ascend.kvpool cannot prove it wrote it (%s), so it is not %s and nothing '
+                       'was changed. Fix: if it is yours, give the collection another path (mooncake_config_path); '
+                       'if it is the collection\'s (changed by hand, or written by another tool), remove it and run '
+                       'again' % (path, 'no record %s beside it' % record_path(path) if not os.path.exists(
+                           record_path(path)) else 'its bytes are not the ones %s records' % record_path(path), why))
 
 
 def _mode(module, name):
@@ -204,6 +269,24 @@ def reach_master(target, timeout):
     return result
 
 
+def _remove(module, path):
+    """state=absent: the file and its record removed when the record proves the module wrote the file."""
+    old, proven = ownership(path)
+    if old is not None and not proven:
+        raise not_ours(path, 'removed')
+    changed = old is not None
+    if changed and not module.check_mode:
+        remove_file(path)
+        remove_file(record_path(path))
+    elif old is None and os.path.exists(record_path(path)) and not module.check_mode:
+        remove_file(record_path(path))  # a record left without its file (checked to be the collection's)
+    result = dict(changed=changed, path=path, text='', proof_exists=False, master_connect={})
+    if module._diff:
+        result['diff'] = dict(before=(old or b'').decode('utf-8', 'replace'), after='', before_header=path,
+                              after_header=path)
+    return result
+
+
 def _run(module):
     path = module.params['path']
     if not os.path.isabs(path):
@@ -211,6 +294,8 @@ def _run(module):
                           '/etc/ascend-kvpool/mooncake.json' % path)
     if os.path.isdir(path):
         raise KvpoolError('path %s is a directory: give the path of the file mooncake.json in it' % path)
+    if module.params['state'] == 'absent':
+        return _remove(module, path)
     mode = _mode(module, 'mode')
     dir_mode = _mode(module, 'directory_mode')
     try:
@@ -219,9 +304,12 @@ def _run(module):
         raise KvpoolError('config cannot be written as JSON (%s): give strings, numbers, booleans, lists and '
                           'mappings only' % exc) from exc
 
-    reached = reach_master(module.params['master'], module.params['connect_timeout'])
-    old = read_bytes(path)
+    old, proven = ownership(path)
     old_text = None if old is None else old.decode('utf-8', 'replace')
+    if old is not None and not proven and old != text.encode('utf-8'):
+        raise not_ours(path, 'replaced')  # before any other step, in check mode too
+
+    reached = reach_master(module.params['master'], module.params['connect_timeout'])
     try:
         old_mode = stat.S_IMODE(os.stat(path).st_mode) if old is not None else None
     except OSError:
@@ -229,6 +317,10 @@ def _run(module):
     changed = old_text != text or old_mode != mode
     if changed and not module.check_mode:
         write_file(path, text, mode, 'mooncake.json', dir_mode=dir_mode)
+    if (changed or not proven) and not module.check_mode:
+        # The proof of ownership (bookkeeping, not reported as a change when the file itself is unchanged).
+        write_file(record_path(path), record_text(text.encode('utf-8')), 0o644, 'ownership record of %s' % path,
+                   dir_mode=dir_mode)
     proof = module.params['proof']
     result = dict(changed=changed, path=path, text=text, proof_exists=bool(proof) and os.path.exists(proof),
                   master_connect=reached)
@@ -241,13 +333,15 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type='path', required=True),
-            config=dict(type='dict', required=True),
+            config=dict(type='dict'),
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
             mode=dict(type='str', default='0644'),
             directory_mode=dict(type='str', default='0755'),
             proof=dict(type='path'),
             master=dict(type='str', default=''),
             connect_timeout=dict(type='float', default=3.0),
         ),
+        required_if=[('state', 'present', ('config',))],
         supports_check_mode=True,
     )
     failed, result = _errors.outcome(module, _run, module)
