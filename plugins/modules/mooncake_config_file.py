@@ -66,7 +66,10 @@ options:
     type: str
     default: '0755'
   proof:
-    description: A file whose existence the module reports as RV(proof_exists) (read only, never written here).
+    description:
+      - A file whose existence the module reports as RV(proof_exists) (read only, never written here).
+      - With O(state=absent) it is removed too, when it is the record the role C(ascend.kvpool.mooncake_config)
+        writes (its header, or the text of an earlier release); any other file there fails the task and stays.
     type: path
   master:
     description:
@@ -269,18 +272,42 @@ def reach_master(target, timeout):
     return result
 
 
+# The text of the pool probe's record as role mooncake_config wrote it before it had the header.
+PROOF_LEGACY = "pool proven: every node of the play read the probe's object from this node"
+
+
+def proof_is_ours(proof):
+    """Whether ``proof`` exists (False when missing); KvpoolError when something there is not the role's record."""
+    if not os.path.lexists(proof):
+        return False
+    data = read_bytes(proof, 4096) if not os.path.islink(proof) else None
+    text = (data or b'').decode('utf-8', 'replace')
+    if data is None or not (text.startswith(OWN_MARK) or text.strip() == PROOF_LEGACY):
+        raise KvpoolError('proof %s exists but is not the pool probe\'s record of role ascend.kvpool.mooncake_config '
+                          '(no "%s" header), so it is not removed and nothing was changed. Fix: if it is yours, set '
+                          'mooncake_config_probe_marker to another file; if it is a stale record, remove it and run '
+                          'again' % (proof, OWN_MARK.strip()))
+    return True
+
+
 def _remove(module, path):
-    """state=absent: the file and its record removed when the record proves the module wrote the file."""
+    """state=absent: the file and its record removed when the record proves the module wrote the file; ``proof``
+    too when it is the probe's record."""
     old, proven = ownership(path)
     if old is not None and not proven:
         raise not_ours(path, 'removed')
+    proof = module.params['proof']
+    proof_there = proof_is_ours(proof) if proof else False
     changed = old is not None
     if changed and not module.check_mode:
         remove_file(path)
         remove_file(record_path(path))
     elif old is None and os.path.exists(record_path(path)) and not module.check_mode:
         remove_file(record_path(path))  # a record left without its file (checked to be the collection's)
-    result = dict(changed=changed, path=path, text='', proof_exists=False, master_connect={})
+    if proof_there and not module.check_mode:
+        remove_file(proof)
+    result = dict(changed=changed or proof_there, path=path, text='', proof_exists=proof_there and module.check_mode,
+                  master_connect={})
     if module._diff:
         result['diff'] = dict(before=(old or b'').decode('utf-8', 'replace'), after='', before_header=path,
                               after_header=path)

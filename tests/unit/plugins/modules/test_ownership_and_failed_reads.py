@@ -466,3 +466,16 @@ def test_etcd_member_gate_never_skips_the_leader_check_on_an_unreadable_endpoint
     assert not result(capsys).get('failed')
     assert seen['cluster_ok']() is False
     assert_names(seen['explain'](''), 'etcdctl endpoint status', 'not JSON')
+
+
+def test_teardown_removes_the_probes_record_only_when_the_role_wrote_it(capsys, tmp_path):
+    """teardown.yml removes mooncake.json with state=absent and the pool probe's record as its proof."""
+    path, proof = tmp_path / 'mooncake.json', tmp_path / 'mooncake.json.proven'
+    config_file(capsys, path=str(path), config=DOC)
+    proof.write_text('my notes\n')
+    res = config_file(capsys, path=str(path), proof=str(proof), state='absent')
+    assert_names(res['msg'], 'proof %s' % proof, 'not the pool probe\'s record', 'mooncake_config_probe_marker')
+    assert path.exists() and proof.read_text() == 'my notes\n'
+    proof.write_text("pool proven: every node of the play read the probe's object from this node\n")  # an earlier one
+    res = config_file(capsys, path=str(path), proof=str(proof), state='absent')
+    assert res['changed'] and not path.exists() and not proof.exists()
