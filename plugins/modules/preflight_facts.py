@@ -203,7 +203,9 @@ http:
 container:
   description:
     - C(runtime) (the path of I(container_runtime), or null when it is not on C(PATH)) and C(images) (name to
-      presence; null when the runtime is absent), empty when I(images) is not given.
+      presence; null when the runtime is absent or the inspection failed), empty when I(images) is not given.
+    - C(errors) (name to the failed inspection's message), only when an inspection failed for another reason than a
+      missing image (the daemon not running); the judgement names it instead of a missing image.
   returned: always
   type: dict
 npu:
@@ -359,11 +361,20 @@ def container_facts(module, runtime, images):
         return {'runtime': path, 'images': {}}
     if not path:
         return {'runtime': None, 'images': dict((i, None) for i in images)}
-    present = {}
+    present, errors = {}, {}
     for image in images:
-        rc = execute([path, 'image', 'inspect', '--format', '{{.Id}}', image], timeout=60)[0]
+        rc, dummy, err = execute([path, 'image', 'inspect', '--format', '{{.Id}}', image], timeout=60)[:3]
         present[image] = rc == 0
-    return {'runtime': path, 'images': present}
+        # Only the runtime's own "no such image" is an answer; any other failure (the daemon down, a timeout) is
+        # an error of the read, never "the image is missing".
+        if rc != 0 and not any(word in (err or '').lower() for word in ('no such image', 'image not known')):
+            present[image] = None
+            errors[image] = '%s image inspect %s: %s' % (runtime, image, ((err or '').strip().splitlines()
+                                                                        or ['exit status %d' % rc])[-1][:300])
+    out = {'runtime': path, 'images': present}
+    if errors:
+        out['errors'] = errors
+    return out
 
 
 def ascend_versions(toolkit_patterns):

@@ -332,6 +332,11 @@ def check_container(record):
                          'Install %s on the node, or set vllm_ascend_container_enabled=false to run vllm on the '
                          'host.' % runtime)]
     image = cont.get('image')
+    error = (facts.get('errors') or {}).get(image) if image else None
+    if error:  # a failed read, never "the image is missing"
+        return [_finding(host, 'container', 'cannot tell whether image %s is on the node: %s' % (image, error),
+                         'Check that the %s daemon runs and answers (%s image inspect %s on the node), then run '
+                         'again.' % (runtime, runtime, image))]
     if image and not (facts.get('images') or {}).get(image):
         return [_finding(host, 'container', 'image %s is not present on the node' % image,
                          'Load or pull it first (%s load -i <file>.tar, or %s pull %s), or fix '

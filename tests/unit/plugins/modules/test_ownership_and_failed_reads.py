@@ -479,3 +479,28 @@ def test_teardown_removes_the_probes_record_only_when_the_role_wrote_it(capsys, 
     proof.write_text("pool proven: every node of the play read the probe's object from this node\n")  # an earlier one
     res = config_file(capsys, path=str(path), proof=str(proof), state='absent')
     assert res['changed'] and not path.exists() and not proof.exists()
+
+
+def test_preflight_never_takes_a_failed_image_inspect_for_a_missing_image(monkeypatch):
+    """`docker image inspect` failing because the daemon is down is a failed read: named as such, not "image missing"
+    (whose fix, pull it, would not help)."""
+    from ansible_collections.ascend.kvpool.plugins.modules import preflight_facts
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils import preflight
+
+    class Module(object):
+        def get_bin_path(self, name, required=False, opt_dirs=None):
+            return '/usr/bin/' + name
+    image = 'quay.io/ascend/vllm-ascend:v0.11.0rc1'
+    down = 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?'
+    monkeypatch.setattr(preflight_facts, 'execute', lambda argv, timeout=None: (1, '', down))
+    got = preflight_facts.container_facts(Module(), 'docker', [image])
+    assert got['images'] == {image: None} and down in got['errors'][image]
+    record = {'host': 'node1', 'container': {'enabled': True, 'image': image, 'runtime': 'docker'},
+              'facts': {'container': got}}
+    finding = preflight.check_container(record)[0]
+    assert_names(finding['finding'], 'cannot tell whether image %s is on the node' % image, down)
+    assert_names(finding['fix'], 'docker daemon runs', 'docker image inspect %s' % image)
+    assert 'not present' not in finding['finding']
+    monkeypatch.setattr(preflight_facts, 'execute', lambda argv, timeout=None: (1, '', 'Error: No such image: x'))
+    assert preflight_facts.container_facts(Module(), 'docker', [image]) == {'runtime': '/usr/bin/docker',
+                                                                           'images': {image: False}}
