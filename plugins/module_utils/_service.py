@@ -583,11 +583,12 @@ class DockerBackend(_Backend):
         """``doc`` (``docker inspect``) when it is a container the collection made (its label), else ServiceError:
         a same-named container of someone else is never recreated, stopped or removed."""
         labels = ((doc or {}).get('Config') or {}).get('Labels') or {}
-        if doc and labels.get(MANAGED_LABEL) != '1':
-            raise ServiceError('container %s exists but was not made by ascend.kvpool (no label %s=1), so it is '
-                               'neither recreated, stopped nor removed and nothing was changed. Fix: if it is yours, '
-                               'rename it (docker rename %s <other>) or remove it yourself; the collection makes its '
-                               'own' % (name, MANAGED_LABEL, name))
+        # SPEC_LABEL alone: a service container of an earlier release (before MANAGED_LABEL).
+        if doc and labels.get(MANAGED_LABEL) != '1' and SPEC_LABEL not in labels:
+            raise ServiceError('container %s exists but was not made by ascend.kvpool (no label %s=1 or %s), so it '
+                               'is neither recreated, stopped nor removed and nothing was changed. Fix: if it is '
+                               'yours, rename it (docker rename %s <other>) or remove it yourself; the collection '
+                               'makes its own' % (name, MANAGED_LABEL, SPEC_LABEL, name))
         return doc
 
     def check(self):

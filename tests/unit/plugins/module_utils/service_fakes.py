@@ -167,7 +167,9 @@ def container_doc(status='running', exit_code=0, restarts=0, started=None, env=(
     return {'State': {'Status': status, 'Running': status in ('running', 'restarting'), 'Pid': 77 if status ==
                       'running' else 0, 'ExitCode': exit_code, 'StartedAt': started or docker_now(-1.0)},
             'RestartCount': restarts, 'HostConfig': {'RestartPolicy': {'Name': 'on-failure', 'MaximumRetryCount': 5}},
-            'Config': {'Env': list(env), 'Labels': {_service.SPEC_LABEL: label} if label else {}}}
+            # The labels docker_container gives a service container (ownership: MANAGED_LABEL).
+            'Config': {'Env': list(env), 'Labels': dict({_service.MANAGED_LABEL: '1'},
+                                                        **({_service.SPEC_LABEL: label} if label else {}))}}
 
 
 class NoModule(object):

@@ -251,6 +251,10 @@ def test_a_container_the_collection_did_not_make_is_never_recreated_or_removed()
         assert_names(str(err.value), 'container kvpool-vllm-a', 'not made by ascend.kvpool',
                      _service.MANAGED_LABEL, 'docker rename')
     assert be.ops == []
+    doc['Config']['Labels'] = {_service.SPEC_LABEL: '{"secret_env": []}'}  # of an earlier release: the collection's
+    assert be.current(spec)[0] == '{"secret_env": []}'
+    be.stop(spec)
+    assert be.ops == [{'name': 'kvpool-vllm-a', 'state': 'absent', 'stop_timeout': 60}]
 
 
 # mooncake.json: the record beside it proves the module wrote it.
