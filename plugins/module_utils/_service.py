@@ -75,6 +75,11 @@ class ServiceError(KvpoolError):
     with it, and with the result fields it carries)."""
 
 
+class ReadError(ServiceError):
+    """A tool's state could not be read (``systemctl show``, ``docker inspect`` failed): never taken as an answer,
+    in check mode neither."""
+
+
 class ServiceSpec(object):
     """What one service is: its unit name, command line, environment and restart policy."""
 
@@ -438,9 +443,9 @@ class SystemdBackend(_Backend):
         if rc != 0 or not props.get('LoadState') or not props.get('ActiveState'):
             said = ('rc %s: %s' % (rc, (err or out).strip()[:300])) if rc != 0 else \
                 ('rc 0, but no LoadState and ActiveState in its answer %r' % (out or '')[:200])
-            raise ServiceError('systemctl show %s failed (%s), so whether %s runs is unknown and nothing was changed '
-                               '(a failed read is never taken as "not running"). Fix: run `systemctl show %s` as root '
-                               'on the node; systemd must run and its bus be reachable' % (unit, said, unit, unit))
+            raise ReadError('systemctl show %s failed (%s), so whether %s runs is unknown and nothing was changed '
+                            '(a failed read is never taken as "not running"). Fix: run `systemctl show %s` as root '
+                            'on the node; systemd must run and its bus be reachable' % (unit, said, unit, unit))
         status = status_from_show(props)
         if text is None and status['exists'] and status['fragment'] not in ('', path):
             raise ServiceError('%s is loaded from %s, which ascend.kvpool did not write, so it is neither replaced, '
@@ -528,9 +533,9 @@ class SystemdBackend(_Backend):
                                 check=False)
         state = parse_show(out).get('ActiveState') if rc == 0 else None
         if not state:  # a failed read is never "it has ended"
-            raise ServiceError('systemctl show %s.service failed (rc %s: %s), so whether it runs is unknown. Fix: '
-                               'run `systemctl show %s.service` as root on the node; systemd must run and its bus be '
-                               'reachable' % (name, rc, (err or out).strip()[:300], name))
+            raise ReadError('systemctl show %s.service failed (rc %s: %s), so whether it runs is unknown. Fix: '
+                            'run `systemctl show %s.service` as root on the node; systemd must run and its bus be '
+                            'reachable' % (name, rc, (err or out).strip()[:300], name))
         return state in ('active', 'activating', 'deactivating')
 
     def stop_transient(self, name):
@@ -567,16 +572,16 @@ class DockerBackend(_Backend):
         if rc != 0:
             if 'no such object' in (err or '').lower() or 'no such container' in (err or '').lower():
                 return None
-            raise ServiceError('docker inspect %s failed (rc %s: %s), so whether the container exists is unknown and '
-                               'nothing was changed. Fix: run `docker inspect %s` on the node; the docker daemon must '
-                               'run and be reachable' % (name, rc, (err or out).strip()[:300], name))
+            raise ReadError('docker inspect %s failed (rc %s: %s), so whether the container exists is unknown and '
+                            'nothing was changed. Fix: run `docker inspect %s` on the node; the docker daemon must '
+                            'run and be reachable' % (name, rc, (err or out).strip()[:300], name))
         try:
             docs = json.loads(out)
         except ValueError:
             docs = None
         if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
-            raise ServiceError('docker inspect %s answered %r, which is not docker\'s list of containers: nothing was '
-                               'changed. Fix: check the docker command on the node' % (name, (out or '')[:200]))
+            raise ReadError('docker inspect %s answered %r, which is not docker\'s list of containers: nothing was '
+                            'changed. Fix: check the docker command on the node' % (name, (out or '')[:200]))
         return docs[0] if docs else None
 
     def owned(self, name, doc):
@@ -664,9 +669,9 @@ class DockerBackend(_Backend):
         rc, out, err = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
                                  '--format', '{{.Names}}'], check=False)
         if rc != 0:  # never "no container of the collection"
-            raise ServiceError('docker ps failed (rc %s: %s), so the collection\'s containers are unknown. Fix: run '
-                               '`docker ps -a` on the node; the docker daemon must run and be reachable'
-                               % (rc, (err or out).strip()[:300]))
+            raise ReadError('docker ps failed (rc %s: %s), so the collection\'s containers are unknown. Fix: run '
+                            '`docker ps -a` on the node; the docker daemon must run and be reachable'
+                            % (rc, (err or out).strip()[:300]))
         return sorted(n for n in out.split() if n.startswith(prefix))
 
     # transient containers (the pool probe's clients)
@@ -905,6 +910,8 @@ class Lifecycle(object):
         be, result = self.backend, self.result
         try:
             be.check()
+        except ReadError as exc:  # the template's state unknown: no answer, in check mode neither
+            raise self.error('%s: %s' % (self.what, exc)) from exc
         except ServiceError as exc:
             if self.state == 'stopped':
                 if be.kind == 'docker':
