@@ -369,8 +369,8 @@ def container_facts(module, runtime, images):
         # an error of the read, never "the image is missing".
         if rc != 0 and not any(word in (err or '').lower() for word in ('no such image', 'image not known')):
             present[image] = None
-            errors[image] = '%s image inspect %s: %s' % (runtime, image, ((err or '').strip().splitlines()
-                                                                        or ['exit status %d' % rc])[-1][:300])
+            said = (err or '').strip().splitlines() or ['exit status %d' % rc]
+            errors[image] = '%s image inspect %s: %s' % (runtime, image, said[-1][:300])
     out = {'runtime': path, 'images': present}
     if errors:
         out['errors'] = errors

@@ -269,7 +269,7 @@ def config_file(capsys, check=False, **params):
 @pytest.mark.parametrize('state', ['present', 'absent'])
 @pytest.mark.parametrize('check', [False, True])
 def test_mooncake_config_file_never_replaces_or_removes_a_file_it_cannot_prove_it_wrote(capsys, tmp_path, state,
-                                                                                         check):
+                                                                                        check):
     path = tmp_path / 'mooncake.json'
     path.write_text('{"mine": true}\n')
     res = config_file(capsys, check, path=str(path), config=DOC, state=state)
@@ -441,7 +441,7 @@ def test_any_member_list_answer_with_exit_code_0_is_a_list_or_the_collections_er
 
 
 def test_etcd_member_gate_never_skips_the_leader_check_on_an_unreadable_endpoint_status(monkeypatch, capsys,
-                                                                                       tmp_path):
+                                                                                        tmp_path):
     """`etcdctl endpoint status` garbage used to be read as no status at all, which skipped the leader check."""
     answers = {
         ('endpoint', 'health'): '[{"endpoint":"127.0.0.1:2379","health":true},{"endpoint":"127.0.0.2:2379",'
@@ -506,5 +506,5 @@ def test_preflight_never_takes_a_failed_image_inspect_for_a_missing_image(monkey
     assert_names(finding['fix'], 'docker daemon runs', 'docker image inspect %s' % image)
     assert 'not present' not in finding['finding']
     monkeypatch.setattr(preflight_facts, 'execute', lambda argv, timeout=None: (1, '', 'Error: No such image: x'))
-    assert preflight_facts.container_facts(Module(), 'docker', [image]) == {'runtime': '/usr/bin/docker',
-                                                                           'images': {image: False}}
+    expected = {'runtime': '/usr/bin/docker', 'images': {image: False}}
+    assert preflight_facts.container_facts(Module(), 'docker', [image]) == expected
