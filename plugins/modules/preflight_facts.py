@@ -314,8 +314,12 @@ def ancestors(pid, depth=4):
 
 
 def port_listeners(ports):
-    listening = _preflight.parse_net_tcp(read_text('/proc/net/tcp')) + \
-        _preflight.parse_net_tcp(read_text('/proc/net/tcp6'))
+    tcp = read_text('/proc/net/tcp')
+    if ports and not tcp:  # it always has its header line: nothing read is a failed read, never "every port free"
+        raise KvpoolError('/proc/net/tcp cannot be read on this node, so whether ports %s are taken is unknown: run '
+                          'the pre-flight as root on a Linux node (a /proc mounted with hidepid hides it)'
+                          % ', '.join(str(p) for p in ports))
+    listening = _preflight.parse_net_tcp(tcp) + _preflight.parse_net_tcp(read_text('/proc/net/tcp6'))
     wanted = [s for s in listening if s['port'] in ports]
     owners = socket_owners(set(s['inode'] for s in wanted if s['inode']))
     out = {}

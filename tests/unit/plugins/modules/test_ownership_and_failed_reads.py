@@ -508,3 +508,13 @@ def test_preflight_never_takes_a_failed_image_inspect_for_a_missing_image(monkey
     monkeypatch.setattr(preflight_facts, 'execute', lambda argv, timeout=None: (1, '', 'Error: No such image: x'))
     expected = {'runtime': '/usr/bin/docker', 'images': {image: False}}
     assert preflight_facts.container_facts(Module(), 'docker', [image]) == expected
+
+
+def test_preflight_never_takes_an_unreadable_proc_net_tcp_for_every_port_free(monkeypatch):
+    from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+    from ansible_collections.ascend.kvpool.plugins.modules import preflight_facts
+    monkeypatch.setattr(preflight_facts, 'read_text', lambda path: '')
+    with pytest.raises(KvpoolError) as err:
+        preflight_facts.port_listeners([8002, 50088])
+    assert_names(str(err.value), '/proc/net/tcp cannot be read', 'ports 8002, 50088', 'unknown')
+    assert preflight_facts.port_listeners([]) == {}
