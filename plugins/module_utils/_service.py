@@ -711,7 +711,13 @@ def find_binary(module, name, dirs, container=None):
         docker = module.get_bin_path('docker') or 'docker'
         rc, dummy, err = module.run_command([docker, 'exec', container, 'test', '-x', name],
                                             environ_update=dict(C_LOCALE))
-        return name if rc == 0 or 'No such container' in (err or '') else None
+        if rc == 0 or 'No such container' in (err or ''):
+            return name
+        if (err or '').strip():  # docker itself failed (the daemon, a stopped container): never "not found"
+            raise ReadError('docker exec %s test -x %s failed (rc %s: %s), so whether %s is there is unknown. Fix: '
+                            'start the container (role ascend.kvpool.vllm_ascend_container) and check the docker '
+                            'daemon' % (container, name, rc, err.strip()[:300], name))
+        return None
     if '/' in name:
         return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
     found = []

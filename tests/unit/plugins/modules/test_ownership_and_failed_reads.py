@@ -518,3 +518,25 @@ def test_preflight_never_takes_an_unreadable_proc_net_tcp_for_every_port_free(mo
         preflight_facts.port_listeners([8002, 50088])
     assert_names(str(err.value), '/proc/net/tcp cannot be read', 'ports 8002, 50088', 'unknown')
     assert preflight_facts.port_listeners([]) == {}
+
+
+def test_a_failed_docker_exec_is_never_a_binary_not_found():
+    """find_binary in a container: `test -x` false (rc 1, nothing said) is "not there"; docker failing is a failed
+    read."""
+    class Exec(object):
+        def __init__(self, rc, err):
+            self.answer = (rc, '', err)
+
+        def get_bin_path(self, name, required=False, opt_dirs=None):
+            return '/usr/bin/' + name
+
+        def run_command(self, argv, environ_update=None):
+            return self.answer
+    path = '/usr/local/bin/vllm'
+    assert _service.find_binary(Exec(0, ''), path, [], 'vllm-ascend') == path
+    assert _service.find_binary(Exec(1, ''), path, [], 'vllm-ascend') is None
+    assert _service.find_binary(Exec(1, 'Error: No such container: vllm-ascend'), path, [], 'vllm-ascend') == path
+    with pytest.raises(_service.ServiceError) as err:
+        _service.find_binary(Exec(1, 'Error response from daemon: Container 4f2 is not running'), path, [],
+                             'vllm-ascend')
+    assert_names(str(err.value), 'docker exec vllm-ascend test -x %s failed' % path, 'is not running', 'unknown')
