@@ -10,6 +10,7 @@ __metaclass__ = type
 import os
 import socket
 import threading
+import time
 
 import pytest
 
@@ -204,6 +205,88 @@ def test_http_status_error_and_nothing():
         srv.shutdown()
         srv.server_close()
     assert _proc.http_status('http://127.0.0.1:%d/health' % port, timeout=0.3) == (None, '')
+
+
+class DripServer(object):
+    """A fake server on loopback that answers every request one byte every ``gap`` seconds (a hung or hostile
+    peer): the status line, the headers and a body of ``body`` bytes."""
+
+    def __init__(self, gap=0.4, body=200, head=b''):
+        self.gap, self.body, self.head = gap, body, head
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.url = 'http://127.0.0.1:%d' % self.port
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, dummy = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
+        answer = self.head or b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n' % self.body
+        try:
+            conn.recv(65536)
+            for byte in answer + b'x' * self.body:
+                conn.sendall(bytes([byte]))
+                time.sleep(self.gap)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize('head', [b'', b'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n'])
+def test_a_server_that_answers_one_byte_at_a_time_is_cut_at_the_whole_request_timeout(head):
+    """The timeout bounds the whole request (status line, headers, body), not each read: a server that sends one
+    byte every 0.4 s (each read well within the timeout) is no answer once the timeout has passed."""
+    srv = DripServer(gap=0.4, head=head, body=200 if not head else 0)
+    try:
+        started = time.monotonic()
+        assert _proc.http_status(srv.url + '/health', timeout=1.0) == (None, '')
+        assert time.monotonic() - started < 2.0
+        started = time.monotonic()
+        with pytest.raises(socket.timeout) as raised:
+            status, answer = _proc.http_request(srv.url + '/health', 1.0)
+            try:
+                answer.read()
+            finally:
+                answer.close()
+        assert time.monotonic() - started < 2.0
+        assert 'whole request' in str(raised.value) or 'timed out' in str(raised.value)
+    finally:
+        srv.close()
+
+
+def test_a_slow_stream_of_the_benchmark_client_ends_at_its_timeout():
+    """The benchmark's kept-alive stream (_loadgen) takes the same deadline, armed for each request."""
+    from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+
+    srv = DripServer(gap=0.4, head=b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {',
+                     body=200)
+    try:
+        stream = _loadgen._Stream(srv.url, 1.0)  # pylint: disable=protected-access
+        started = time.monotonic()
+        out = stream.send('/v1/completions', {'prompt': 'x'}, 'completions')
+        assert time.monotonic() - started < 2.0
+        assert not out['ok'] and out['error']
+    finally:
+        srv.close()
+
+
+def test_http_request_refuses_what_is_not_an_http_url():
+    for url in ('file:///etc/passwd', 'ftp://h/x', 'http:///x'):
+        with pytest.raises(ValueError):
+            _proc.http_request(url, 1.0)
+    assert _proc.http_status('file:///etc/passwd') == (None, '')
 
 
 # --- real processes on this host -------------------------------------------------------------------------------------
