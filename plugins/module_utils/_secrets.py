@@ -113,3 +113,39 @@ def mask_text(text, values=()):
         return match.group(0)
     out = _ASSIGN.sub(assign, out)
     return _FLAG_SPACE.sub(assign, out)
+
+
+def secret_values(argv):
+    """The secret values :func:`mask_argv` hides in ``argv``: what a module adds to ``no_log_values`` before it
+    refuses an argument, so that Ansible masks them in the task's echoed input too. Values under 3 characters are
+    left out: Ansible masks a no_log value wherever it occurs, and one letter would mask half the message."""
+    words = [str(w) for w in argv or []]
+    out = []
+    for word, masked in zip(words, mask_argv(words)):
+        if word == masked:
+            continue
+        if masked == MASK:
+            out.append(word)
+        elif '=' in word and masked.endswith('=' + MASK) and secret_name(word.split('=', 1)[0]):
+            out.append(word.split('=', 1)[1])
+        else:
+            out.extend(m.group('pw') for m in _URL_PASSWORD.finditer(word))
+            out.extend(m.group(2) for m in _AUTHORIZATION.finditer(word))
+            out.extend(m.group(3) for m in _BEARER.finditer(word))
+    return [v for v in out if len(v) >= 3]
+
+
+def flag_values(argv, flag):
+    """The values ``argv`` gives the long option ``flag`` (``--flag=V`` or ``--flag V``), for a flag refused under
+    any spelling a prefix-taking parser reads (``--api-k=K``); as :func:`secret_values`, none under 3 characters."""
+    words = [str(w) for w in argv or []]
+    out = []
+    for index, word in enumerate(words):
+        name, sep, value = word.partition('=')
+        if not name.startswith('--') or len(name) < 3 or not flag.startswith(name.replace('_', '-')):
+            continue
+        if sep:
+            out.append(value)
+        elif index + 1 < len(words) and not words[index + 1].startswith('--'):
+            out.append(words[index + 1])
+    return [v for v in out if len(v) >= 3]

@@ -259,7 +259,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _secrets, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ETCD_CLIENT_PORT, ETCD_PEER_PORT, format_host_port, probe_host,
@@ -299,8 +299,9 @@ def check_params(p):
         raise KvpoolError('peer TLS needs peer_cert_file, peer_key_file and peer_trusted_ca_file together')
     managed = _etcd.managed_flag_in(p['extra_args'])
     if managed:
-        raise KvpoolError('extra_args: %r sets %s, which this module writes itself or which Mooncake\'s etcd client '
-                          'cannot use (client TLS, auth); use the module option instead' % managed)
+        raise KvpoolError('extra_args: %s sets %s, which this module writes itself or which Mooncake\'s etcd client '
+                          'cannot use (client TLS, auth); use the module option instead'
+                          % (str(managed[0]).split('=', 1)[0], managed[1]))
     members = [dict(name=str(m['name']), address=str(m['address']).strip(), peer_port=int(m['peer_port']),
                     client_port=int(m['client_port'])) for m in p['members']]
     problem = _etcd.members_problem(members)
@@ -370,7 +371,12 @@ def _etcdctl(module, p, endpoints, *args):
 
 def _run(module):
     p = module.params
-    members = check_params(p)
+    try:
+        members = check_params(p)
+    except KvpoolError:
+        # Mask secret values of extra_args (--auth-token=...) wherever fail_json would echo them.
+        module.no_log_values.update(_secrets.secret_values(p['extra_args']))
+        raise
     tls = bool(p['peer_cert_file'])
     endpoints = [format_host_port(m['address'], m['client_port']) for m in members]
     own = 'http://%s' % format_host_port(probe_host(p['address']), p['client_port'])

@@ -262,7 +262,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _secrets, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ROUTER_PORT, ROUTER_PROMETHEUS_PORT, format_host_port, probe_host,
@@ -303,9 +303,10 @@ def check_params(p):
         _validate.number_range(p['balance_rel_threshold'], 'balance_rel_threshold', low=1, why='a ratio of loads')
     managed = _router.managed_flag_in(p['extra_args'])
     if managed:
-        raise KvpoolError('extra_args: %r sets %s, which this module writes itself (or, for --api-key, which would '
+        # The flag, never its value: a key given there is not echoed (_run masks it in the task's input too).
+        raise KvpoolError('extra_args: %s sets %s, which this module writes itself (or, for --api-key, which would '
                           'show a key in the process list); use the module option instead'
-                          % (managed[0], managed[1]))
+                          % (str(managed[0]).split('=', 1)[0], managed[1]))
     urls = []
     for i, url in enumerate(p['worker_urls']):
         urls.append(_validate.http_url(url, 'worker_urls[%d]' % i))
@@ -353,7 +354,13 @@ def main():
 
 def _run(module):
     p = module.params
-    urls, env = check_params(p)
+    try:
+        urls, env = check_params(p)
+    except KvpoolError:
+        # Mask secret values of extra_args wherever fail_json would echo them (the task's invocation holds them).
+        module.no_log_values.update(_secrets.secret_values(p['extra_args'])
+                                    + _secrets.flag_values(p['extra_args'], '--api-key'))
+        raise
     host = probe_host(p['host'])
     base = 'http://%s' % format_host_port(host, p['port'])
     metrics = 'http://%s/metrics' % format_host_port(probe_host(p['prometheus_host']), p['prometheus_port'])
