@@ -140,7 +140,11 @@ options:
     type: path
     default: /usr/bin/etcd
   etcdctl:
-    description: The C(etcdctl) executable (the gate's cluster check).
+    description:
+      - The C(etcdctl) executable (the gate's cluster check, the membership question of O(initial_cluster_state=auto)).
+      - Its requests are bounded by its own C(--command-timeout=2s) and C(--dial-timeout=1s). The process itself is
+        killed with its children after 10 seconds, or when O(ready_timeout) of the gate (or of the C(member add)
+        retries) ends if that comes first; a killed call counts as no answer.
     type: path
     default: /usr/bin/etcdctl
   extra_args:
@@ -265,6 +269,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ETCD_CLIENT_PORT, ETCD_PEER_PORT, format_host_port, probe_host,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     UNIT_DIR,
     ServiceError,
@@ -362,11 +367,19 @@ def main():
     module.exit_json(**result)
 
 
-def _etcdctl(module, p, endpoints, *args):
-    """``etcdctl --endpoints=... <args> -w json`` (API v3, LANG=C); returns (rc, stdout, stderr)."""
+# etcdctl's own --command-timeout (2 s) and --dial-timeout (1 s) bound its requests; ours bounds the process (a
+# hung or stub etcdctl, a slow start): killed with its children after this many seconds, or the time the caller has
+# left (the gate's ready_timeout), whichever is less.
+ETCDCTL_TIMEOUT = 10.0
+
+
+def _etcdctl(module, p, endpoints, *args, **kwargs):
+    """``etcdctl --endpoints=... <args> -w json`` (API v3, LANG=C); returns (rc, stdout, stderr). The process is
+    killed after ``timeout`` seconds (at most ETCDCTL_TIMEOUT): rc -9, stderr says it timed out."""
+    timeout = max(0.5, min(ETCDCTL_TIMEOUT, kwargs.get('timeout') or ETCDCTL_TIMEOUT))
     argv = [p['etcdctl'], '--endpoints=%s' % ','.join(endpoints), '--command-timeout=2s', '--dial-timeout=1s']
     argv += list(args) + ['-w', 'json']
-    return module.run_command(argv, environ_update={'ETCDCTL_API': '3', 'LANG': 'C', 'LC_ALL': 'C'})
+    return execute(argv, timeout=timeout, env={'ETCDCTL_API': '3'})
 
 
 def _run(module):
@@ -396,7 +409,7 @@ def _run(module):
     spec = spec_for(p, result, UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
                     argv or ['/bin/true'], env=_validate.environment(p['env'], 'env'),
                     owner='ascend.kvpool.etcd_member', devices=[], port=p['client_port'])
-    seen = {'problem': ''}
+    seen = {'problem': '', 'deadline': time.monotonic() + p['ready_timeout']}
 
     def own_health():
         status, body = http_status(own + '/health', timeout=1.0)
@@ -409,7 +422,8 @@ def _run(module):
     def cluster_ok():
         answers = []
         for args in (('endpoint', 'health'), ('member', 'list'), ('endpoint', 'status')):
-            rc, out, err = _etcdctl(module, p, endpoints if args != ('member', 'list') else [endpoints[0]], *args)
+            rc, out, err = _etcdctl(module, p, endpoints if args != ('member', 'list') else [endpoints[0]], *args,
+                                    timeout=seen['deadline'] - time.monotonic())
             answers.append((rc, out, err))
         try:
             health = _etcd.parse_endpoint_health(answers[0][1])
@@ -430,6 +444,7 @@ def _run(module):
         return [('GET %s/health -> {"health":"true"}' % own, own_health)]
 
     def peer_gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']  # no etcdctl runs past the gate's ready_timeout
         return [('etcdctl: every member healthy, listed, one leader', cluster_ok)]
 
     def explain(log):
@@ -524,7 +539,8 @@ def _member_add(module, p, others, own_peer, result):
     (another member joining at the same time) for at most ``ready_timeout``; returns the member list after it."""
     deadline = time.monotonic() + p['ready_timeout']
     while True:
-        rc, out, err = _etcdctl(module, p, others, 'member', 'add', p['name'], '--peer-urls=%s' % own_peer)
+        rc, out, err = _etcdctl(module, p, others, 'member', 'add', p['name'], '--peer-urls=%s' % own_peer,
+                                timeout=deadline - time.monotonic())
         if rc == 0:
             try:
                 return _etcd.parse_member_add(out)
