@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import re
 
 MASK = '********'
@@ -56,6 +57,8 @@ def mask_word(word):
     """One argument with its secret part masked (``--api-key=K``, ``TOKEN=T``, a URL's password,
     ``Authorization: Bearer T``, ``Bearer T``)."""
     text = str(word)
+    if any(c.isspace() for c in text):  # a whole command in one word (sh -c "vllm serve --api-key K"): as text
+        return mask_text(text)
     name, sep, value = text.partition('=')
     if sep and value and secret_name(name):
         return '%s=%s' % (name, MASK)
@@ -129,10 +132,15 @@ def secret_values(argv):
         elif '=' in word and masked.endswith('=' + MASK) and secret_name(word.split('=', 1)[0]):
             out.append(word.split('=', 1)[1])
         else:
-            out.extend(m.group('pw') for m in _URL_PASSWORD.finditer(word))
-            out.extend(m.group(2) for m in _AUTHORIZATION.finditer(word))
-            out.extend(m.group(3) for m in _BEARER.finditer(word))
+            out.extend(_hidden(word, masked))
     return [v for v in out if len(v) >= 3]
+
+
+def _hidden(text, masked):
+    """The pieces of ``text`` that ``masked`` (its masked copy) replaced with MASK."""
+    matcher = difflib.SequenceMatcher(None, text, masked, autojunk=False)
+    return [text[i1:i2].strip() for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+            if tag == 'replace' and '*' in masked[j1:j2]]
 
 
 def flag_values(argv, flag):

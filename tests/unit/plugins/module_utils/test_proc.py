@@ -15,6 +15,7 @@ import time
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.slow_peers import DripServer
 
 
 # --- parsers ---------------------------------------------------------------------------------------------------------
@@ -205,43 +206,6 @@ def test_http_status_error_and_nothing():
         srv.shutdown()
         srv.server_close()
     assert _proc.http_status('http://127.0.0.1:%d/health' % port, timeout=0.3) == (None, '')
-
-
-class DripServer(object):
-    """A fake server on loopback that answers every request one byte every ``gap`` seconds (a hung or hostile
-    peer): the status line, the headers and a body of ``body`` bytes."""
-
-    def __init__(self, gap=0.4, body=200, head=b''):
-        self.gap, self.body, self.head = gap, body, head
-        self.sock = socket.socket()
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.url = 'http://127.0.0.1:%d' % self.port
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, dummy = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn):
-        answer = self.head or b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n' % self.body
-        try:
-            conn.recv(65536)
-            for byte in answer + b'x' * self.body:
-                conn.sendall(bytes([byte]))
-                time.sleep(self.gap)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.mark.parametrize('head', [b'', b'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n'])
