@@ -20,7 +20,8 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
 from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK
 from ansible_collections.ascend.kvpool.plugins.modules import (
     etcd_member,
@@ -257,3 +258,16 @@ def test_config_file_ha_lookup_is_cut_at_connect_timeout(drip, tmp_path, capsys)
         assert not (tmp_path / 'mooncake.json').exists()
     finally:
         other.close()
+
+
+# --- kvpool_benchmark (tool=aisbench) -----------------------------------------------------------------------------
+def test_an_aisbench_result_that_is_a_fifo_is_named_not_opened(tmp_path):
+    """A FIFO where AISBench's result CSV should be (the step's outputs): the step fails naming it at once."""
+    run_dir = tmp_path / '20260101_000000' / 'performances' / _aisbench.MODEL_ABBR
+    run_dir.mkdir(parents=True)
+    os.mkfifo(str(run_dir / 'ds.csv'))
+    started = time.monotonic()
+    with pytest.raises(ParseError) as raised:
+        _aisbench.read_results(str(tmp_path))
+    assert time.monotonic() - started < 5
+    assert_names(str(raised.value), 'AISBench result', 'ds.csv', 'not a regular file')
