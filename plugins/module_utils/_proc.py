@@ -199,31 +199,45 @@ class _DeadlineSocket(object):
         return getattr(self._sock, name)
 
 
-class _Deadline(object):
-    """Mixin of the connections: ``arm(seconds)`` sets the deadline of the next request (connect included)."""
+def _arm(conn, seconds):
+    conn.total = float(seconds)
+    conn.deadline = time.monotonic() + conn.total
+    if isinstance(conn.sock, _DeadlineSocket):  # a kept-alive connection: its next request
+        conn.sock.deadline, conn.sock.total = conn.deadline, conn.total
+
+
+def _connect(conn, base):
+    conn.timeout = _time_left(conn.deadline, conn.total)  # the TCP connect (and the TLS handshake) get the time left
+    base.connect(conn)
+    conn.sock = _DeadlineSocket(conn.sock, conn.deadline, conn.total)
+
+
+class DeadlineHTTPConnection(http_client.HTTPConnection):
+    """``http.client.HTTPConnection`` whose requests end by a deadline: ``arm(seconds)`` sets it for the next
+    request (its connect included)."""
 
     deadline = 0.0
     total = 0.0
 
     def arm(self, seconds):
-        self.total = float(seconds)
-        self.deadline = time.monotonic() + self.total
-        if isinstance(self.sock, _DeadlineSocket):  # a kept-alive connection: its next request
-            self.sock.deadline, self.sock.total = self.deadline, self.total
+        _arm(self, seconds)
 
     def connect(self):
-        self.timeout = _time_left(self.deadline, self.total)  # the TCP connect and the TLS handshake
-        super(_Deadline, self).connect()
-        self.sock = _DeadlineSocket(self.sock, self.deadline, self.total)
+        _connect(self, http_client.HTTPConnection)
 
 
-class DeadlineHTTPConnection(_Deadline, http_client.HTTPConnection):
-    """``http.client.HTTPConnection`` whose requests end by the deadline of ``arm``."""
-
-
-class DeadlineHTTPSConnection(_Deadline, http_client.HTTPSConnection):
+class DeadlineHTTPSConnection(http_client.HTTPSConnection):
     """``http.client.HTTPSConnection`` (the process's one TLS context) whose requests end by the deadline of
     ``arm``."""
+
+    deadline = 0.0
+    total = 0.0
+
+    def arm(self, seconds):
+        _arm(self, seconds)
+
+    def connect(self):
+        _connect(self, http_client.HTTPSConnection)
 
 
 def connection(scheme, host, port, timeout):
