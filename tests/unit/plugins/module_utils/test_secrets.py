@@ -36,7 +36,8 @@ def test_a_command_line_without_secrets_is_unchanged():
 
 
 def test_an_environment_keeps_its_names_and_masks_secret_values():
-    env = {'VLLM_API_KEY': 'K1', 'HF_TOKEN': 'K2', 'DB_PASSWORD': 'K3', 'PATH': '/bin', 'ASCEND_RT_VISIBLE_DEVICES': '0'}
+    env = {'VLLM_API_KEY': 'K1', 'HF_TOKEN': 'K2', 'DB_PASSWORD': 'K3', 'PATH': '/bin',
+           'ASCEND_RT_VISIBLE_DEVICES': '0'}
     assert _secrets.mask_env(env) == {'VLLM_API_KEY': MASK, 'HF_TOKEN': MASK, 'DB_PASSWORD': MASK, 'PATH': '/bin',
                                       'ASCEND_RT_VISIBLE_DEVICES': '0'}
 
