@@ -412,7 +412,7 @@ def _run(module):
     seen = {'problem': '', 'deadline': time.monotonic() + p['ready_timeout']}
 
     def own_health():
-        status, body = http_status(own + '/health', timeout=1.0)
+        status, body = http_status(own + '/health', timeout=max(0.2, min(1.0, seen['deadline'] - time.monotonic())))
         if status != 200 or '"true"' not in (body or ''):
             seen['problem'] = 'GET %s/health answered %s %s (no quorum yet?)' % (
                 own, status or 'nothing', (body or '').strip()[:120])
@@ -441,6 +441,7 @@ def _run(module):
         return not seen['problem']
 
     def gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']
         return [('GET %s/health -> {"health":"true"}' % own, own_health)]
 
     def peer_gate():

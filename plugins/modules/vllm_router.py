@@ -260,6 +260,7 @@ ready_seconds:
 
 import os
 import re
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _secrets, _validate
@@ -376,14 +377,19 @@ def _run(module):
     spec = spec_for(p, result, 'kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
                     % p['name'], argv or ['/bin/true'], env=env, owner='ascend.kvpool.vllm_router', devices=[],
                     port=p['port'])
-    seen = {'problem': ''}
+    seen = {'problem': '', 'deadline': time.monotonic() + p['ready_timeout']}
+
+    def request_timeout(cap=1.0):
+        # Each request is bounded as a whole (_proc.http_request) and never runs much past the gate's deadline: a
+        # router or worker that answers one byte at a time cannot hold the task past ready_timeout.
+        return max(0.2, min(cap, seen['deadline'] - time.monotonic()))
 
     def router_health():
-        status, _body = http_status(base + '/health', timeout=1.0)
+        status, _body = http_status(base + '/health', timeout=request_timeout())
         return status == 200
 
     def workers_listed():
-        status, body = http_status(base + '/workers', timeout=1.0)
+        status, body = http_status(base + '/workers', timeout=request_timeout())
         if status != 200:
             seen['problem'] = 'GET /workers answered %s' % (status or 'nothing')
             return False
@@ -397,12 +403,13 @@ def _run(module):
         return not seen['problem']
 
     def workers_answer():
-        dead = [u for u in urls if http_status(u + '/health', timeout=1.0)[0] != 200]
+        dead = [u for u in urls if http_status(u + '/health', timeout=request_timeout())[0] != 200]
         if dead:
             seen['problem'] = 'no 200 from GET /health of %s (from the router host)' % ', '.join(dead)
         return not dead
 
     def gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']
         return [('GET %s/health -> 200' % base, router_health),
                 ('GET %s/workers lists every worker healthy' % base, workers_listed),
                 ('every worker answers GET /health', workers_answer)]
