@@ -46,7 +46,9 @@ _URL_PASSWORD = re.compile(r'(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<p
 def secret_name(name):
     """Whether a flag or variable ``name`` (``--api-key``, ``HF_TOKEN``, ``password``) says it holds a secret."""
     folded = str(name).lstrip('-').lower().replace('_', '').replace('-', '').replace('.', '')
-    return bool(folded) and _SECRET_NAME.search(folded) is not None
+    # argparse takes an abbreviation of a long flag: --api-k is --api-key
+    return bool(folded) and (_SECRET_NAME.search(folded) is not None
+                             or (len(folded) >= 4 and 'apikey'.startswith(folded)))
 
 
 def _mask_url(text):
