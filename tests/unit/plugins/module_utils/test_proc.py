@@ -13,6 +13,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.slow_peers import DripServer
@@ -244,6 +246,59 @@ def test_a_slow_stream_of_the_benchmark_client_ends_at_its_timeout():
         assert not out['ok'] and out['error']
     finally:
         srv.close()
+
+
+class OneAnswer(object):
+    """A loopback server that answers each connection with the same bytes, then closes it."""
+
+    def __init__(self):
+        self.answer = b''
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(16)
+        self.url = 'http://127.0.0.1:%d/health' % self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, dummy = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.settimeout(2)
+                conn.recv(65536)
+                conn.sendall(self.answer)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+@pytest.fixture(scope='module')
+def one_answer():
+    srv = OneAnswer()
+    yield srv
+    srv.sock.close()
+
+
+ANSWERS = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda code, head, body: b'HTTP/1.1 ' + code + b'\r\n' + head + b'\r\n\r\n' + body,
+              st.sampled_from([b'200 OK', b'302 Found', b'500 Oops', b'999 X', b'abc', b'']),
+              st.binary(max_size=80), st.binary(max_size=200)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ANSWERS)
+def test_whatever_a_peer_answers_http_status_gives_a_status_or_none_and_text(one_answer, answer):
+    """Arbitrary bytes from a peer (garbage, a truncated or malformed status line or headers, any body): a status
+    (an int) or None, and text; never an exception, never past the deadline."""
+    one_answer.answer = answer
+    started = time.monotonic()
+    status, body = _proc.http_status(one_answer.url, timeout=2.0)
+    assert time.monotonic() - started < 3.5
+    assert (status is None or isinstance(status, int)) and isinstance(body, str)
 
 
 def test_http_request_refuses_what_is_not_an_http_url():
