@@ -26,6 +26,7 @@ import os
 import re
 
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
+from ansible_collections.ascend.kvpool.plugins.module_utils._validate import FileProblem, read_text_file
 
 MODEL_ABBR = 'vllm-api-stream-chat'
 # The AISBench release seen working (docs/benchmark.md) and how to install it where the benchmark's client runs:
@@ -359,12 +360,17 @@ def find_results(work_dir, abbr=MODEL_ABBR):
     return None, []
 
 
+RESULT_LIMIT = 16 << 20  # bytes: a result file is a few kilobytes
+
+
 def _read(path, parse):
-    """``parse`` of the text of ``path``; ``ParseError`` naming the file when it cannot be read or parsed."""
+    """``parse`` of the text of ``path``; ``ParseError`` naming the file when it cannot be read or parsed. Only a
+    regular file is opened (``_validate.read_text_file``): a FIFO or a device named like a result never blocks the
+    step; line ends are read as ``io.open`` reads them (CRLF and CR as LF)."""
     try:
-        with io.open(path, encoding='utf-8') as handle:
-            return parse(handle.read())
-    except (IOError, OSError, UnicodeDecodeError, csv.Error, ParseError) as exc:
+        text = read_text_file(path, RESULT_LIMIT).replace('\r\n', '\n').replace('\r', '\n')
+        return parse(text)
+    except (FileProblem, IOError, OSError, UnicodeDecodeError, csv.Error, ParseError) as exc:
         raise ParseError('AISBench result %s cannot be read: %s' % (path, exc)) from exc
 
 

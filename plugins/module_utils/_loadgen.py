@@ -218,7 +218,7 @@ def make_shared_prefix_dataset(seed, groups, count, prefix_tokens, question_toke
     }
 
 
-# --- HTTP: plain requests through _proc.http_request (ansible.module_utils.urls); the timed stream: http.client --
+# --- HTTP: plain requests through _proc.http_request; the timed stream on _proc.connection (both: a deadline) --
 def split_url(url):
     """``(scheme, host, port, base_path)`` of an instance URL such as ``http://10.0.0.1:8002``."""
     parts = urlsplit(url if '://' in url else 'http://' + url)
@@ -228,9 +228,8 @@ def split_url(url):
 
 
 def _connect(scheme, host, port, timeout):
-    if scheme == 'https':
-        return http_client.HTTPSConnection(host, port, timeout=timeout)
-    return http_client.HTTPConnection(host, port, timeout=timeout)
+    # _proc's connection: each request ends by a deadline (armed per request), not only each read by a timeout.
+    return _proc.connection(scheme, host, port, timeout)
 
 
 def _headers(api_key=None, json_body=True):
@@ -244,8 +243,8 @@ def _headers(api_key=None, json_body=True):
 
 def http_request(url, body=None, api_key=None, timeout=30.0):
     """One plain request (a GET, or a POST of the JSON document ``body``) through ``_proc.http_request``
-    (``ansible.module_utils.urls``); returns ``(status, body text)`` whatever the status; raises OSError or
-    ``http.client.HTTPException`` when nothing answered."""
+    (``timeout`` bounds the whole request, the body's reads included); returns ``(status, body text)`` whatever the
+    status; raises OSError or ``http.client.HTTPException`` when nothing answered."""
     payload = json.dumps(body).encode('utf-8') if body is not None else None
     status, resp = _proc.http_request(url if '://' in url else 'http://' + url, timeout,
                                       _headers(api_key, payload is not None), payload)
@@ -348,6 +347,7 @@ class _Stream(object):
         reused = self.conn is not None
         if self.conn is None:
             self.conn = _connect(self.scheme, self.host, self.port, self.timeout)
+        self.conn.arm(self.timeout)  # the whole request, the stream's last byte included, ends within the timeout
         try:
             self.conn.request('POST', self.base + path, payload, _headers(api_key))
             return self.conn.getresponse()

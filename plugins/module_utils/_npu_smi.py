@@ -329,9 +329,12 @@ def commands(tool, topology=False):
     return argvs
 
 
-def read(tool, topology=False):
-    """The facts of the npu-smi at ``tool``: its reads (commands()) run concurrently, parsed by facts()."""
-    return facts(*run_parallel(commands(tool, topology)))
+def read(tool, topology=False, timeout=None):
+    """The facts of the npu-smi at ``tool``: its reads (commands()) run concurrently, parsed by facts(); each is
+    killed after ``timeout`` seconds (the runner's default when None)."""
+    if timeout is None:
+        return facts(*run_parallel(commands(tool, topology)))
+    return facts(*run_parallel(commands(tool, topology), timeout=timeout))
 
 
 def facts(info, listing, topo=None):

@@ -8,20 +8,25 @@ The collection no longer supervises processes itself (no pid files, no signals t
 systemd units or containers (``_service.py``). What is left here reads ``/proc`` texts (``stat_fields``,
 ``parse_cmdline``, ``wrapper_child``), trims logs (``tail_text``) and polls readiness briskly with an overall
 timeout (``tcp_open``, ``wait_until``, and ``http_status`` over ``http_request``, the collection's one plain HTTP
-client, through ``ansible.module_utils.urls``); ``split_target`` and ``try_connect`` check a ``host:port`` target
-once, with the error text. The polls run from the module's own process, in the host's network namespace: a service
-container shares the host network, so its ports are probed where they bind.
+client: ``http.client`` with one deadline for the whole request, redirects never followed); ``split_target`` and
+``try_connect`` check a ``host:port`` target once, with the error text. The polls run from the module's own
+process, in the host's network namespace: a service container shares the host network, so its ports are probed
+where they bind.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import http.client as http_client
+import io
 import json
 import os
 import re
 import socket
 import time
+from urllib.parse import unquote, urlsplit
 
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import is_port
 
@@ -120,49 +125,185 @@ def try_connect(target, timeout):
     return {'ok': not error, 'error': error, 'ms': round((time.time() - t0) * 1000, 1)}
 
 
-_REQUEST = []  # the one ansible.module_utils.urls.Request of this process (see http_request)
+# --- HTTP: one plain client with a whole-request deadline ------------------------------------------------------------
+# http.client, not urllib or ansible.module_utils.urls: a socket timeout bounds each read, so a server that answers
+# one byte every 0.4 s held a request (status line, headers, body) for as long as it liked. Here every connect, send
+# and receive gets the time left until one deadline, taken when the request starts, so ``timeout`` bounds the whole
+# request, the reads of its body included. Redirects are never followed (http.client does not): a 3xx answer is the
+# answer, and the request's headers (``Authorization: Bearer <key>``) go nowhere else. Proxies and ``~/.netrc`` are
+# never used. Not bounded: the name lookup of a host name (getaddrinfo; the collection's URLs carry addresses).
+_TLS = []  # one TLS context for every https request of the process (building one loads the CA certificates)
 
 
-def _requester():
-    # Imported here: ansible.module_utils.urls pulls in http.client, ssl and email (~15 ms), which the filter plugins
-    # that import this file (through _mooncake) pay again in every forked Ansible worker and never use.
-    if not _REQUEST:
+def _tls_context():
+    if not _TLS:
         import ssl
 
-        from ansible.module_utils.urls import Request
+        _TLS.append(ssl.create_default_context())
+    return _TLS[0]
 
-        # Redirects are never followed: the old http.client client did not, and urllib would forward the request's
-        # headers (Authorization: Bearer <key>) to wherever a redirect points.
-        options = dict(use_proxy=False, use_netrc=False, http_agent='ascend.kvpool', follow_redirects='none')
+
+def _time_left(deadline, total):
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout('no complete answer within %g s (the whole request)' % total)
+    return left
+
+
+class _DeadlineSocket(object):
+    """A connected socket (plain or TLS) whose every send and receive ends by ``deadline`` (``time.monotonic``):
+    each one waits at most the time left. http.client reads the answer through ``makefile('rb')``, a
+    ``socket.SocketIO`` over this object, so the reads of the status line, the headers and the body are bounded
+    too; the socket is closed once the connection and every such reader are closed, as ``socket.socket`` does."""
+
+    def __init__(self, sock, deadline, total):
+        self._sock = sock
+        self.deadline = deadline
+        self.total = total
+        self._readers = 0
+        self._closed = False
+
+    def _within(self, method, *args):
+        self._sock.settimeout(_time_left(self.deadline, self.total))
         try:
-            # One TLS context for every request of the process: open_url builds one per request, loading the CA
-            # certificates again (about 30 ms, 90 times a plain request to localhost, measured with ansible-core
-            # 2.19), which a health poll every 0.1 s would pay each time.
-            request = Request(context=ssl.create_default_context(), **options)
-        except TypeError:  # ansible-core 2.16 takes no context: a new one per request
-            request = Request(**options)
-        _REQUEST.append(request)
-    return _REQUEST[0]
+            return method(*args)
+        except socket.timeout as exc:
+            raise socket.timeout('no complete answer within %g s (the whole request)' % self.total) from exc
+
+    def recv_into(self, *args):
+        return self._within(self._sock.recv_into, *args)
+
+    def recv(self, *args):
+        return self._within(self._sock.recv, *args)
+
+    def sendall(self, *args):
+        return self._within(self._sock.sendall, *args)
+
+    def makefile(self, mode='rb', buffering=None):  # pylint: disable=unused-argument
+        if mode not in ('r', 'rb'):
+            raise ValueError('only a reader: mode %r' % mode)
+        self._readers += 1
+        return io.BufferedReader(socket.SocketIO(self, 'rb'), io.DEFAULT_BUFFER_SIZE)
+
+    def _decref_socketios(self):
+        self._readers -= 1
+        if self._closed and self._readers <= 0:
+            self._sock.close()
+
+    def close(self):
+        self._closed = True
+        if self._readers <= 0:
+            self._sock.close()
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def _arm(conn, seconds):
+    conn.total = float(seconds)
+    conn.deadline = time.monotonic() + conn.total
+    if isinstance(conn.sock, _DeadlineSocket):  # a kept-alive connection: its next request
+        conn.sock.deadline, conn.sock.total = conn.deadline, conn.total
+
+
+def _connect(conn, base):
+    conn.timeout = _time_left(conn.deadline, conn.total)  # the TCP connect (and the TLS handshake) get the time left
+    base.connect(conn)
+    conn.sock = _DeadlineSocket(conn.sock, conn.deadline, conn.total)
+
+
+class DeadlineHTTPConnection(http_client.HTTPConnection):
+    """``http.client.HTTPConnection`` whose requests end by a deadline: ``arm(seconds)`` sets it for the next
+    request (its connect included)."""
+
+    deadline = 0.0
+    total = 0.0
+
+    def arm(self, seconds):
+        _arm(self, seconds)
+
+    def connect(self):
+        _connect(self, http_client.HTTPConnection)
+
+
+class DeadlineHTTPSConnection(http_client.HTTPSConnection):
+    """``http.client.HTTPSConnection`` (the process's one TLS context) whose requests end by the deadline of
+    ``arm``."""
+
+    deadline = 0.0
+    total = 0.0
+
+    def arm(self, seconds):
+        _arm(self, seconds)
+
+    def connect(self):
+        _connect(self, http_client.HTTPSConnection)
+
+
+def connection(scheme, host, port, timeout):
+    """A connection to ``host:port`` (``scheme`` http or https) whose first request ends within ``timeout`` seconds
+    (``arm`` it again before each further request)."""
+    if scheme == 'https':
+        conn = DeadlineHTTPSConnection(host, port, timeout=timeout, context=_tls_context())
+    else:
+        conn = DeadlineHTTPConnection(host, port, timeout=timeout)
+    conn.arm(timeout)
+    return conn
+
+
+class _Answer(object):
+    """The answer of ``http_request``: ``status``, ``reason``, ``headers``, ``getcode()``, ``getheader()``,
+    ``read([n])``, ``readline()``; every read ends by the request's deadline. ``close()`` ends the connection."""
+
+    def __init__(self, conn, resp):
+        self._conn = conn
+        self._resp = resp
+        self.status = resp.status
+        self.reason = resp.reason
+        self.headers = resp.msg
+
+    def getcode(self):
+        return self.status
+
+    def getheader(self, name, default=None):
+        return self._resp.getheader(name, default)
+
+    def read(self, amt=None):
+        return self._resp.read(amt)
+
+    def readline(self, limit=-1):
+        return self._resp.readline(limit)
+
+    def close(self):
+        try:
+            self._resp.close()
+        finally:
+            self._conn.close()
 
 
 def http_request(url, timeout, headers=None, data=None):
-    """``(status, response)`` of one GET of ``url``, or POST of the bytes ``data``, through
-    ``ansible.module_utils.urls`` (proxies and ``~/.netrc`` bypassed). An HTTP error status comes back with its
-    ``HTTPError`` as the response (it reads like one). Raises OSError (``URLError``, a timeout, a reset, and
-    ``ansible.module_utils.urls.ConnectionError`` turned into one) or ``http.client.HTTPException`` when nothing
-    answered."""
-    from urllib.error import HTTPError
-
-    from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
-
+    """``(status, answer)`` of one GET of ``url``, or POST of the bytes ``data``, whatever the status (a 3xx is
+    returned as it is, never followed). ``timeout`` seconds bound the whole request: connect, send, status line,
+    headers, and every read of the body through ``answer`` (close it when done). Raises OSError (refused, reset,
+    ``socket.timeout`` at the deadline), ``http.client.HTTPException`` (no HTTP answer) or ValueError (not an
+    http(s) URL with a host)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        raise ValueError('%s is not an http:// or https:// URL with a host' % url)
+    conn = connection(parts.scheme, parts.hostname, parts.port, timeout)
+    path = (parts.path or '/') + ('?' + parts.query if parts.query else '')
+    sent = {'User-Agent': 'ascend.kvpool', 'Connection': 'close'}
+    if parts.username is not None:  # http://user:password@host as urllib reads it: basic authentication
+        pair = '%s:%s' % (unquote(parts.username), unquote(parts.password or ''))
+        sent['Authorization'] = 'Basic %s' % base64.b64encode(pair.encode('utf-8')).decode('ascii')
+    sent.update(headers or {})
     try:
-        resp = _requester().open('POST' if data is not None else 'GET', url, data=data, headers=dict(headers or {}),
-                                 timeout=timeout)
-    except HTTPError as exc:
-        return exc.code, exc
-    except UrlsConnectionError as exc:
-        raise OSError(str(exc)) from exc
-    return resp.getcode(), resp
+        conn.request('POST' if data is not None else 'GET', path, body=data, headers=sent)
+        resp = conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+    return resp.status, _Answer(conn, resp)
 
 
 def http_status(url, timeout=1.0, headers=None, data=None, limit=65536):
@@ -170,7 +311,9 @@ def http_status(url, timeout=1.0, headers=None, data=None, limit=65536):
     ``application/json``), through ``http_request``; status None when nothing answered.
 
     ``headers`` adds request headers (e.g. ``Authorization``); they are sent, never returned or logged. At most
-    ``limit`` bytes of the body are read.
+    ``limit`` bytes of the body are read. ``timeout`` bounds the whole request, from the connect to the last byte
+    read (a body that broke off or did not end in time is no answer, unless the status was an error). A redirect
+    comes back as its 3xx status: never followed, so the headers go nowhere else.
     """
     sent = dict(headers or {})
     payload = None
@@ -179,7 +322,7 @@ def http_status(url, timeout=1.0, headers=None, data=None, limit=65536):
         sent['Content-Type'] = 'application/json'
     try:
         status, resp = http_request(url, timeout, sent, payload)
-    except Exception:  # pylint: disable=broad-except  # URLError, OSError, urls.ConnectionError, RemoteDisconnected
+    except Exception:  # pylint: disable=broad-except  # OSError, socket.timeout, HTTPException, ValueError
         return None, ''
     try:
         return status, resp.read(limit).decode('utf-8', 'replace')

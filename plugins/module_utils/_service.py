@@ -55,6 +55,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     tail_text,
     wait_until,
 )
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_text
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 UNIT_DIR = '/etc/systemd/system'
@@ -1031,7 +1032,7 @@ class Lifecycle(object):
         else:
             why = 'was not healthy %.0f s after its start (waiting for: %s)' % (
                 self.ready_timeout, ', '.join(res['pending']))
-        logs = be.logs(spec, self.log_lines)
+        logs = mask_text(be.logs(spec, self.log_lines))  # a journal line may echo a key: masked before any message
         if stop:
             try:
                 be.stop(spec, remove=False)

@@ -143,7 +143,11 @@ options:
     type: path
     default: /usr/bin/etcd
   etcdctl:
-    description: The C(etcdctl) executable (the gate's cluster check).
+    description:
+      - The C(etcdctl) executable (the gate's cluster check, the membership question of O(initial_cluster_state=auto)).
+      - Its requests are bounded by its own C(--command-timeout=2s) and C(--dial-timeout=1s). The process itself is
+        killed with its children after 10 seconds, or when O(ready_timeout) of the gate (or of the C(member add)
+        retries) ends if that comes first; a killed call counts as no answer.
     type: path
     default: /usr/bin/etcdctl
   extra_args:
@@ -262,12 +266,13 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _etcd, _secrets, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ETCD_CLIENT_PORT, ETCD_PEER_PORT, format_host_port, probe_host,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     OWN_MARK,
     UNIT_DIR,
@@ -303,8 +308,9 @@ def check_params(p):
         raise KvpoolError('peer TLS needs peer_cert_file, peer_key_file and peer_trusted_ca_file together')
     managed = _etcd.managed_flag_in(p['extra_args'])
     if managed:
-        raise KvpoolError('extra_args: %r sets %s, which this module writes itself or which Mooncake\'s etcd client '
-                          'cannot use (client TLS, auth); use the module option instead' % managed)
+        raise KvpoolError('extra_args: %s sets %s, which this module writes itself or which Mooncake\'s etcd client '
+                          'cannot use (client TLS, auth); use the module option instead'
+                          % (str(managed[0]).split('=', 1)[0], managed[1]))
     members = [dict(name=str(m['name']), address=str(m['address']).strip(), peer_port=int(m['peer_port']),
                     client_port=int(m['client_port'])) for m in p['members']]
     problem = _etcd.members_problem(members)
@@ -365,16 +371,29 @@ def main():
     module.exit_json(**result)
 
 
-def _etcdctl(module, p, endpoints, *args):
-    """``etcdctl --endpoints=... <args> -w json`` (API v3, LANG=C); returns (rc, stdout, stderr)."""
+# etcdctl's own --command-timeout (2 s) and --dial-timeout (1 s) bound its requests; ours bounds the process (a
+# hung or stub etcdctl, a slow start): killed with its children after this many seconds, or the time the caller has
+# left (the gate's ready_timeout), whichever is less.
+ETCDCTL_TIMEOUT = 10.0
+
+
+def _etcdctl(module, p, endpoints, *args, **kwargs):
+    """``etcdctl --endpoints=... <args> -w json`` (API v3, LANG=C); returns (rc, stdout, stderr). The process is
+    killed after ``timeout`` seconds (at most ETCDCTL_TIMEOUT): rc -9, stderr says it timed out."""
+    timeout = max(0.5, min(ETCDCTL_TIMEOUT, kwargs.get('timeout') or ETCDCTL_TIMEOUT))
     argv = [p['etcdctl'], '--endpoints=%s' % ','.join(endpoints), '--command-timeout=2s', '--dial-timeout=1s']
     argv += list(args) + ['-w', 'json']
-    return module.run_command(argv, environ_update={'ETCDCTL_API': '3', 'LANG': 'C', 'LC_ALL': 'C'})
+    return execute(argv, timeout=timeout, env={'ETCDCTL_API': '3'})
 
 
 def _run(module):
     p = module.params
-    members = check_params(p)
+    try:
+        members = check_params(p)
+    except KvpoolError:
+        # Mask secret values of extra_args (--auth-token=...) wherever fail_json would echo them.
+        module.no_log_values.update(_secrets.secret_values(p['extra_args']))
+        raise
     tls = bool(p['peer_cert_file'])
     endpoints = [format_host_port(m['address'], m['client_port']) for m in members]
     own = 'http://%s' % format_host_port(probe_host(p['address']), p['client_port'])
@@ -394,10 +413,10 @@ def _run(module):
     spec = spec_for(p, result, UNIT, 'etcd member %s of the Mooncake HA masters (ascend.kvpool)' % p['name'],
                     argv or ['/bin/true'], env=_validate.environment(p['env'], 'env'),
                     owner='ascend.kvpool.etcd_member', devices=[], port=p['client_port'])
-    seen = {'problem': ''}
+    seen = {'problem': '', 'deadline': time.monotonic() + p['ready_timeout']}
 
     def own_health():
-        status, body = http_status(own + '/health', timeout=1.0)
+        status, body = http_status(own + '/health', timeout=max(0.2, min(1.0, seen['deadline'] - time.monotonic())))
         if status != 200 or '"true"' not in (body or ''):
             seen['problem'] = 'GET %s/health answered %s %s (no quorum yet?)' % (
                 own, status or 'nothing', (body or '').strip()[:120])
@@ -407,7 +426,8 @@ def _run(module):
     def cluster_ok():
         answers = []
         for args in (('endpoint', 'health'), ('member', 'list'), ('endpoint', 'status')):
-            rc, out, err = _etcdctl(module, p, endpoints if args != ('member', 'list') else [endpoints[0]], *args)
+            rc, out, err = _etcdctl(module, p, endpoints if args != ('member', 'list') else [endpoints[0]], *args,
+                                    timeout=seen['deadline'] - time.monotonic())
             answers.append((rc, out, err))
         try:
             health = _etcd.parse_endpoint_health(answers[0][1])
@@ -427,9 +447,11 @@ def _run(module):
         return not seen['problem']
 
     def gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']
         return [('GET %s/health -> {"health":"true"}' % own, own_health)]
 
     def peer_gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']  # no etcdctl runs past the gate's ready_timeout
         return [('etcdctl: every member healthy, listed, one leader', cluster_ok)]
 
     def explain(log):
@@ -543,7 +565,8 @@ def _member_add(module, p, others, own_peer, result):
     (another member joining at the same time) for at most ``ready_timeout``; returns the member list after it."""
     deadline = time.monotonic() + p['ready_timeout']
     while True:
-        rc, out, err = _etcdctl(module, p, others, 'member', 'add', p['name'], '--peer-urls=%s' % own_peer)
+        rc, out, err = _etcdctl(module, p, others, 'member', 'add', p['name'], '--peer-urls=%s' % own_peer,
+                                timeout=deadline - time.monotonic())
         if rc == 0:
             try:
                 return _etcd.parse_member_add(out)

@@ -126,7 +126,8 @@ options:
     choices: [auto, server, words]
     default: auto
   request_timeout:
-    description: Seconds one request may take, and the socket timeout of every read.
+    description: Seconds one request may take as a whole, from the connection to the last byte of its stream (a
+      server that answers one byte at a time is cut there). Redirects are never followed.
     type: float
     default: 600
   api_key:

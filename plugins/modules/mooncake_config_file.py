@@ -81,7 +81,12 @@ options:
     type: str
     default: ''
   connect_timeout:
-    description: Seconds to wait for the connection to O(master) (more than 0, at most 60).
+    description:
+      - Seconds to wait for the connection to O(master) (more than 0, at most 60).
+      - For HA masters it bounds each step of the lookup as a whole (every etcd member's C(/health), asked at
+        once; the read of the leader key; the connection), from the connection to the last byte of the answer, so
+        the lookup takes at most 3 times this. A member that answers one byte at a time counts as not answering;
+        a redirect is not followed.
     type: float
     default: 3.0
 attributes:
@@ -138,6 +143,7 @@ master_connect:
 import hashlib
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -219,7 +225,11 @@ def reach_ha_master(address, timeout):
         raise KvpoolError('master is %r: %s' % (address, exc)) from exc
     if not endpoints:
         raise KvpoolError('master is %r, which lists no etcd endpoint: give etcd://host:2379;host:2379' % address)
-    healthy = [e for e in endpoints if '"true"' in (http_status('http://%s/health' % e, timeout=timeout)[1] or '')]
+    # Every member asked at once, each request bounded as a whole (a member that answers one byte at a time is cut
+    # at the timeout): the lookup takes at most 3 x connect_timeout (health, the leader key, the connection).
+    with ThreadPoolExecutor(max_workers=min(16, len(endpoints))) as pool:
+        answers = list(pool.map(lambda e: http_status('http://%s/health' % e, timeout=timeout)[1], endpoints))
+    healthy = [e for e, body in zip(endpoints, answers) if '"true"' in (body or '')]
     problem = _etcd.quorum_problem(endpoints, healthy)
     if problem:
         raise KvpoolError('%s, so mooncake.json was not written. Fix: start the etcd members (role '
@@ -321,6 +331,13 @@ def _run(module):
                           '/etc/ascend-kvpool/mooncake.json' % path)
     if os.path.isdir(path):
         raise KvpoolError('path %s is a directory: give the path of the file mooncake.json in it' % path)
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind):
+        raise KvpoolError('path %s is not a regular file (a FIFO, socket or device node): it is neither read nor '
+                          'replaced, so nothing hangs; remove it, or give the path of mooncake.json' % path)
     if module.params['state'] == 'absent':
         return _remove(module, path)
     mode = _mode(module, 'mode')

@@ -33,6 +33,11 @@ options:
     description: Also read C(npu-smi info -t topo) (in the same fan-out) and return RV(topology).
     type: bool
     default: true
+  command_timeout:
+    description: Seconds each C(npu-smi) call may take (above 0, at most 3600); a call still running then is killed
+      with its children and the task fails naming it.
+    type: float
+    default: 120
 seealso:
   - module: ascend.kvpool.hccn_facts
 """
@@ -121,13 +126,14 @@ topology:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
-from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi
+from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True)),
+        argument_spec=dict(npu_smi_path=dict(type='path'), topology=dict(type='bool', default=True),
+                           command_timeout=dict(type='float', default=120)),
         supports_check_mode=True,
     )
     failed, result = _errors.outcome(module, _run, module)
@@ -138,11 +144,12 @@ def main():
 
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
+    _validate.number_range(module.params['command_timeout'], 'command_timeout', above=0, high=3600, why='seconds')
     tool = module.params['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     if not tool:
         raise KvpoolError(_npu_smi.NOT_FOUND)
 
-    res = _npu_smi.read(tool, module.params['topology'])
+    res = _npu_smi.read(tool, module.params['topology'], module.params['command_timeout'])
     if res.get('failed'):
         raise KvpoolError(res['msg'])
     return dict(changed=False, **res)

@@ -57,9 +57,20 @@ options:
     elements: str
     default: []
   connect_timeout:
-    description: Seconds to wait for each TCP connection (and each answer of O(http)).
+    description:
+      - Seconds each TCP connection of O(connect) and each request of O(http) may take, above 0 and at most 300.
+      - For O(http) it bounds the whole request, from the connection to the last byte of the answer, so a server
+        that answers one byte at a time is cut there (RV(http) status null). A redirect (3xx) is returned as its
+        status and never followed.
     type: float
     default: 3.0
+  command_timeout:
+    description:
+      - Seconds each command the module runs may take (C(<runtime> image inspect), C(ldd), the master's console
+        script interpreter, C(npu-smi)), above 0 and at most 3600. A command still running then is killed with its
+        children and reported as timed out.
+    type: float
+    default: 60
   container_runtime:
     description: Container CLI to look for (on C(PATH)); I(images) are inspected with it.
     type: str
@@ -87,7 +98,10 @@ options:
     type: bool
     default: false
   toolkit_info_paths:
-    description: Glob patterns of the CANN toolkit's install record, tried in order.
+    description:
+      - Glob patterns of the CANN toolkit's install record, tried in order.
+      - Only a regular file is read; a FIFO, a device or a directory there is named in RV(ascend) (C(error)) and
+        never opened, so nothing hangs.
     type: list
     elements: str
     default:
@@ -173,6 +187,9 @@ ports:
     - Per port (as a string key), C(listening) and, when something listens, C(address), C(pid) and C(cmdline)
       of the owner (C(pid) is null when the owner cannot be read, e.g. without root), and the command lines of
       its C(ancestors) (parent first, at most 4).
+    - Secrets in a command line (the value of C(--api-key), C(--token), C(--password) and other secret-named flags,
+      C(NAME=value) words of such names, C(Authorization) and C(Bearer) values, a URL's password) are masked as
+      C(********) on the node, before they enter the result.
   returned: always
   type: dict
   sample:
@@ -220,6 +237,8 @@ ascend:
     - C(install_info) (path, C(exists), C(driver_path)), C(driver) (path of C(version.info), C(exists),
       C(version)) and C(toolkit) (path found or null, C(version)); a version is null when its file is missing or
       has no version line.
+    - Each has C(error), empty unless its file is there but was not read (not a regular file, such as a FIFO or a
+      device, too large, unreadable, not UTF-8), naming the path and the fix.
   returned: when O(ascend_versions=true)
   type: dict
   sample:
@@ -258,7 +277,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import _errors
-from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _npu_smi, _preflight, _secrets, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import is_port
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, split_target, try_connect
@@ -266,11 +285,28 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execu
 
 
 def read_text(path):
+    """The text of a file of ``/proc`` (or ''): the kernel's files, which are never FIFOs or devices."""
     try:
         with open(path, 'r') as handle:
             return handle.read()
     except (IOError, OSError):
         return ''
+
+
+def read_file(path, limit=1 << 20):
+    """``(text, error)`` of a small file of the node (an Ascend version record): ``('', '')`` when it is missing;
+    a FIFO, a socket, a device, a directory, a file over ``limit`` bytes, unreadable or not UTF-8 is never read (a
+    FIFO is refused before ``open``, so nothing hangs) and ``error`` names the path, what is wrong and the fix."""
+    try:
+        return _validate.read_text_file(path, limit), ''
+    except _validate.FileProblem as exc:
+        return '', '' if exc.missing else str(exc)
+
+
+def argv_of(pid):
+    """The command line of ``pid`` with its secrets masked (``_secrets.mask_argv``: an API key, a token, a
+    password never leaves the node), or None when unreadable."""
+    return _secrets.mask_argv([a for a in read_text('/proc/%d/cmdline' % pid).split('\0') if a]) or None
 
 
 def socket_owners(inodes):
@@ -309,7 +345,7 @@ def ancestors(pid, depth=4):
             break
         if pid <= 1:
             break
-        out.append([a for a in read_text('/proc/%d/cmdline' % pid).split('\0') if a])
+        out.append(argv_of(pid) or [])
     return out
 
 
@@ -330,10 +366,7 @@ def port_listeners(ports):
             continue
         sock = next((s for s in socks if owners.get(s['inode'])), socks[0])
         pid = owners.get(sock['inode'])
-        cmdline = None
-        if pid:
-            raw = read_text('/proc/%d/cmdline' % pid)
-            cmdline = [a for a in raw.split('\0') if a] or None
+        cmdline = argv_of(pid) if pid else None
         out[str(port)] = {'listening': True, 'address': sock['address'], 'pid': pid, 'cmdline': cmdline,
                           'addresses': sorted(set(s['address'] for s in socks)), 'ancestors': ancestors(pid)}
     return out
@@ -358,7 +391,7 @@ def inspect_path(path, sizes):
     return info
 
 
-def container_facts(module, runtime, images):
+def container_facts(module, runtime, images, timeout=60):
     # The runtime is always looked up: a null runtime must mean "not on PATH", never "not looked for".
     path = module.get_bin_path(runtime)
     if not images:
@@ -367,7 +400,7 @@ def container_facts(module, runtime, images):
         return {'runtime': None, 'images': dict((i, None) for i in images)}
     present, errors = {}, {}
     for image in images:
-        rc, dummy, err = execute([path, 'image', 'inspect', '--format', '{{.Id}}', image], timeout=60)[:3]
+        rc, dummy, err = execute([path, 'image', 'inspect', '--format', '{{.Id}}', image], timeout=timeout)[:3]
         present[image] = rc == 0
         # Only the runtime's own "no such image" is an answer; any other failure (the daemon down, a timeout) is
         # an error of the read, never "the image is missing".
@@ -382,29 +415,34 @@ def container_facts(module, runtime, images):
 
 
 def ascend_versions(toolkit_patterns):
-    info_text = read_text(_preflight.ASCEND_INSTALL_INFO)
+    """The Ascend version records (RETURN ascend). Each is read only when it is a regular file: a FIFO or a device
+    at a record's path (or a toolkit info path) is named in that record's ``error``, never opened."""
+    info_text, info_error = read_file(_preflight.ASCEND_INSTALL_INFO)
     driver_path = _preflight.driver_install_path(info_text)
     version_info = os.path.join(driver_path, 'driver', 'version.info')
-    version_text = read_text(version_info)
+    version_text, version_error = read_file(version_info)
     toolkit = None
     for pattern in toolkit_patterns:
         found = sorted(glob.glob(pattern))
         if found:
             toolkit = found[0]
             break
+    toolkit_text, toolkit_error = read_file(toolkit) if toolkit else ('', '')
     return {
         'install_info': {'path': _preflight.ASCEND_INSTALL_INFO,
-                         'exists': os.path.isfile(_preflight.ASCEND_INSTALL_INFO), 'driver_path': driver_path},
+                         'exists': os.path.isfile(_preflight.ASCEND_INSTALL_INFO), 'driver_path': driver_path,
+                         'error': info_error},
         'driver': {'path': version_info, 'exists': os.path.isfile(version_info),
-                   'version': _preflight.driver_version(version_text)},
-        'toolkit': {'path': toolkit, 'version': _preflight.toolkit_version(read_text(toolkit)) if toolkit else None},
+                   'version': _preflight.driver_version(version_text), 'error': version_error},
+        'toolkit': {'path': toolkit, 'version': _preflight.toolkit_version(toolkit_text) if toolkit else None,
+                    'error': toolkit_error},
     }
 
 
-def glibc_facts(module):
+def glibc_facts(module, timeout=30):
     ldd = module.get_bin_path('ldd')
     if ldd:
-        rc, out, err = execute([ldd, '--version'], timeout=30)[:3]
+        rc, out, err = execute([ldd, '--version'], timeout=timeout)[:3]
         first = ((out or '') + (err or '')).strip().splitlines()[:1]
         version = _preflight.glibc_version(first[0] if first else '')
         if version:
@@ -498,6 +536,7 @@ def main():
             connect=dict(type='list', elements='str', default=[]),
             http=dict(type='list', elements='str', default=[]),
             connect_timeout=dict(type='float', default=3.0),
+            command_timeout=dict(type='float', default=60),
             container_runtime=dict(type='str', default='docker'),
             images=dict(type='list', elements='str', default=[]),
             npu_smi=dict(type='bool', default=False),
@@ -529,21 +568,24 @@ def _run(module):
     if bad:
         raise KvpoolError('http: give http:// URLs, got %s' % bad)
     master_env = _validate.environment(p['mooncake_environment'], 'mooncake_environment')
+    _validate.number_range(p['connect_timeout'], 'connect_timeout', above=0, high=300, why='seconds')
+    _validate.number_range(p['command_timeout'], 'command_timeout', above=0, high=3600, why='seconds')
+    command_timeout = p['command_timeout']
     epoch = time.time()
     started = time.monotonic()
     npu_smi = None
     if p['npu_smi']:
         npu_smi = p['npu_smi_path'] or module.get_bin_path('npu-smi', opt_dirs=_npu_smi.SEARCH_DIRS)
     with ThreadPoolExecutor(max_workers=6 + len(p['connect']) + len(p['http'])) as pool:
-        npus = pool.submit(_npu_smi.read, npu_smi) if npu_smi else None
+        npus = pool.submit(_npu_smi.read, npu_smi, False, command_timeout) if npu_smi else None
         ports = pool.submit(port_listeners, sorted(set(p['ports'])))
         paths = [(path, pool.submit(inspect_path, path, p['path_sizes'])) for path in p['paths']]
         connects = [(t, pool.submit(try_connect, t, p['connect_timeout'])) for t in p['connect']]
         gets = [(u, pool.submit(http_status, u, p['connect_timeout'], None, None, 300)) for u in p['http']]
-        container = pool.submit(container_facts, module, p['container_runtime'], p['images'])
+        container = pool.submit(container_facts, module, p['container_runtime'], p['images'], command_timeout)
         ascend = pool.submit(ascend_versions, p['toolkit_info_paths']) if p['ascend_versions'] else None
-        glibc = pool.submit(glibc_facts, module) if p['glibc'] else None
-        libraries = pool.submit(mooncake_libraries, module, p['mooncake_binary'], master_env) \
+        glibc = pool.submit(glibc_facts, module, command_timeout) if p['glibc'] else None
+        libraries = pool.submit(mooncake_libraries, module, p['mooncake_binary'], master_env, command_timeout) \
             if p['mooncake_binary'] else None
         result = dict(
             changed=False,

@@ -260,9 +260,10 @@ ready_seconds:
 
 import os
 import re
+import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _router, _secrets, _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ROUTER_PORT, ROUTER_PROMETHEUS_PORT, format_host_port, probe_host,
@@ -303,9 +304,10 @@ def check_params(p):
         _validate.number_range(p['balance_rel_threshold'], 'balance_rel_threshold', low=1, why='a ratio of loads')
     managed = _router.managed_flag_in(p['extra_args'])
     if managed:
-        raise KvpoolError('extra_args: %r sets %s, which this module writes itself (or, for --api-key, which would '
+        # The flag, never its value: a key given there is not echoed (_run masks it in the task's input too).
+        raise KvpoolError('extra_args: %s sets %s, which this module writes itself (or, for --api-key, which would '
                           'show a key in the process list); use the module option instead'
-                          % (managed[0], managed[1]))
+                          % (str(managed[0]).split('=', 1)[0], managed[1]))
     urls = []
     for i, url in enumerate(p['worker_urls']):
         urls.append(_validate.http_url(url, 'worker_urls[%d]' % i))
@@ -353,7 +355,13 @@ def main():
 
 def _run(module):
     p = module.params
-    urls, env = check_params(p)
+    try:
+        urls, env = check_params(p)
+    except KvpoolError:
+        # Mask secret values of extra_args wherever fail_json would echo them (the task's invocation holds them).
+        module.no_log_values.update(_secrets.secret_values(p['extra_args'])
+                                    + _secrets.flag_values(p['extra_args'], '--api-key'))
+        raise
     host = probe_host(p['host'])
     base = 'http://%s' % format_host_port(host, p['port'])
     metrics = 'http://%s/metrics' % format_host_port(probe_host(p['prometheus_host']), p['prometheus_port'])
@@ -369,14 +377,19 @@ def _run(module):
     spec = spec_for(p, result, 'kvpool-' + p['name'], 'vllm-router %s in front of the vLLM instances (ascend.kvpool)'
                     % p['name'], argv or ['/bin/true'], env=env, owner='ascend.kvpool.vllm_router', devices=[],
                     port=p['port'])
-    seen = {'problem': ''}
+    seen = {'problem': '', 'deadline': time.monotonic() + p['ready_timeout']}
+
+    def request_timeout(cap=1.0):
+        # Each request is bounded as a whole (_proc.http_request) and never runs much past the gate's deadline: a
+        # router or worker that answers one byte at a time cannot hold the task past ready_timeout.
+        return max(0.2, min(cap, seen['deadline'] - time.monotonic()))
 
     def router_health():
-        status, _body = http_status(base + '/health', timeout=1.0)
+        status, _body = http_status(base + '/health', timeout=request_timeout())
         return status == 200
 
     def workers_listed():
-        status, body = http_status(base + '/workers', timeout=1.0)
+        status, body = http_status(base + '/workers', timeout=request_timeout())
         if status != 200:
             seen['problem'] = 'GET /workers answered %s' % (status or 'nothing')
             return False
@@ -390,12 +403,13 @@ def _run(module):
         return not seen['problem']
 
     def workers_answer():
-        dead = [u for u in urls if http_status(u + '/health', timeout=1.0)[0] != 200]
+        dead = [u for u in urls if http_status(u + '/health', timeout=request_timeout())[0] != 200]
         if dead:
             seen['problem'] = 'no 200 from GET /health of %s (from the router host)' % ', '.join(dead)
         return not dead
 
     def gate():
+        seen['deadline'] = time.monotonic() + p['ready_timeout']
         return [('GET %s/health -> 200' % base, router_health),
                 ('GET %s/workers lists every worker healthy' % base, workers_listed),
                 ('every worker answers GET /health', workers_answer)]

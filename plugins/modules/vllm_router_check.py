@@ -65,7 +65,11 @@ options:
     type: int
     default: 0
   timeout:
-    description: Seconds each request may take.
+    description:
+      - Seconds each request may take, as a whole (from the connection to the last byte of the answer), so a worker
+        or router that answers one byte at a time is cut there (no answer). Above 0, at most 3600.
+      - A redirect (3xx) is never followed; its code is the worker's answer (a worker that redirects render gives
+        the router no token ids), and the API key is sent nowhere else.
     type: float
     default: 30
   max_tokens:

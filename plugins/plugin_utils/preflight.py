@@ -42,6 +42,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
     ephemeral_unreserved,
     reserved_ports_text,
 )
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port
 
 GIB = 1073741824.0
@@ -72,7 +73,8 @@ def _started(record):
 
 
 def _cmd(cmdline):
-    return ' '.join(cmdline or [])[:160] or 'unreadable'
+    # preflight_facts masks secrets on the node; masked again here for facts gathered otherwise (no key in a finding)
+    return ' '.join(mask_argv(cmdline or []))[:160] or 'unreadable'
 
 
 def is_our_vllm(cmdline, port):
@@ -694,8 +696,8 @@ def check_versions(record):
             where = info.get('path') or 'ascend_toolkit_install.info under /usr/local/Ascend'
             if version is None:
                 found.append(_finding(
-                    host, 'versions', '%s version unknown: %s %s'
-                    % (what, where, 'has no version line' if present else 'not found'),
+                    host, 'versions', '%s version unknown: %s' % (what, info.get('error') or '%s %s' % (
+                        where, 'has no version line' if present else 'not found')),
                     ('Mount or install the driver (the guide mounts /usr/local/Ascend/driver/version.info and '
                      '/etc/ascend_install.info into the container)' if what.startswith('HDK') else
                      'Install the CANN toolkit (or point preflight at its install record)')

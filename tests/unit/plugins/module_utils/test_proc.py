@@ -10,10 +10,14 @@ __metaclass__ = type
 import os
 import socket
 import threading
+import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.slow_peers import DripServer
 
 
 # --- parsers ---------------------------------------------------------------------------------------------------------
@@ -204,6 +208,104 @@ def test_http_status_error_and_nothing():
         srv.shutdown()
         srv.server_close()
     assert _proc.http_status('http://127.0.0.1:%d/health' % port, timeout=0.3) == (None, '')
+
+
+@pytest.mark.parametrize('head', [b'', b'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n'])
+def test_a_server_that_answers_one_byte_at_a_time_is_cut_at_the_whole_request_timeout(head):
+    """The timeout bounds the whole request (status line, headers, body), not each read: a server that sends one
+    byte every 0.4 s (each read well within the timeout) is no answer once the timeout has passed."""
+    srv = DripServer(gap=0.4, head=head, body=200 if not head else 0)
+    try:
+        started = time.monotonic()
+        assert _proc.http_status(srv.url + '/health', timeout=1.0) == (None, '')
+        assert time.monotonic() - started < 2.0
+        started = time.monotonic()
+        with pytest.raises(socket.timeout) as raised:
+            status, answer = _proc.http_request(srv.url + '/health', 1.0)
+            try:
+                answer.read()
+            finally:
+                answer.close()
+        assert time.monotonic() - started < 2.0
+        assert 'whole request' in str(raised.value) or 'timed out' in str(raised.value)
+    finally:
+        srv.close()
+
+
+def test_a_slow_stream_of_the_benchmark_client_ends_at_its_timeout():
+    """The benchmark's kept-alive stream (_loadgen) takes the same deadline, armed for each request."""
+    from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
+
+    srv = DripServer(gap=0.4, head=b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {',
+                     body=200)
+    try:
+        stream = _loadgen._Stream(srv.url, 1.0)  # pylint: disable=protected-access
+        started = time.monotonic()
+        out = stream.send('/v1/completions', {'prompt': 'x'}, 'completions')
+        assert time.monotonic() - started < 2.0
+        assert not out['ok'] and out['error']
+    finally:
+        srv.close()
+
+
+class OneAnswer(object):
+    """A loopback server that answers each connection with the same bytes, then closes it."""
+
+    def __init__(self):
+        self.answer = b''
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(16)
+        self.url = 'http://127.0.0.1:%d/health' % self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, dummy = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.settimeout(2)
+                conn.recv(65536)
+                conn.sendall(self.answer)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+@pytest.fixture(scope='module')
+def one_answer():
+    srv = OneAnswer()
+    yield srv
+    srv.sock.close()
+
+
+ANSWERS = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda code, head, body: b'HTTP/1.1 ' + code + b'\r\n' + head + b'\r\n\r\n' + body,
+              st.sampled_from([b'200 OK', b'302 Found', b'500 Oops', b'999 X', b'abc', b'']),
+              st.binary(max_size=80), st.binary(max_size=200)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ANSWERS)
+def test_whatever_a_peer_answers_http_status_gives_a_status_or_none_and_text(one_answer, answer):
+    """Arbitrary bytes from a peer (garbage, a truncated or malformed status line or headers, any body): a status
+    (an int) or None, and text; never an exception, never past the deadline."""
+    one_answer.answer = answer
+    started = time.monotonic()
+    status, body = _proc.http_status(one_answer.url, timeout=2.0)
+    assert time.monotonic() - started < 3.5
+    assert (status is None or isinstance(status, int)) and isinstance(body, str)
+
+
+def test_http_request_refuses_what_is_not_an_http_url():
+    for url in ('file:///etc/passwd', 'ftp://h/x', 'http:///x'):
+        with pytest.raises(ValueError):
+            _proc.http_request(url, 1.0)
+    assert _proc.http_status('file:///etc/passwd') == (None, '')
 
 
 # --- real processes on this host -------------------------------------------------------------------------------------

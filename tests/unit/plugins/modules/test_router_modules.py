@@ -129,7 +129,7 @@ def router(manager, capsys, **args):
 @pytest.mark.parametrize('args, needle', [
     (dict(worker_urls=[]), 'worker_urls is empty'),
     (dict(worker_urls=['ftp://x']), 'worker_urls[0]'),
-    (dict(worker_urls=['http://a:1'], extra_args=['--api-key', 'k']), "'--api-key' sets --api-key"),
+    (dict(worker_urls=['http://a:1'], extra_args=['--api-key', 'k']), 'extra_args: --api-key sets --api-key'),
     (dict(worker_urls=['http://a:1'], extra_args=['--pol=random']), 'sets --policy'),
     (dict(worker_urls=['http://a:1'], port=9100, prometheus_port=9100), 'different ports'),
     (dict(worker_urls=['http://a:1'], health_check_interval=0), 'health_check_interval'),

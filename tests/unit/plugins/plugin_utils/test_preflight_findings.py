@@ -236,6 +236,16 @@ def test_npus_busy_when_the_port_is_held_by_something_else(npu_smi):
         assert checks_of(judge([node])) == ['npu', 'port']
 
 
+def test_the_port_finding_masks_a_key_on_the_holders_command_line():
+    """Facts from elsewhere than preflight_facts (which masks on the node) with a key on the holder's command line:
+    the finding names the holder, never the key."""
+    cmdline = HTTP_SERVER + ['--api-key', 'K-SECRET-77', '--token=K-SECRET-78']
+    node = record('node2', node_facts=facts(ports={'8002': held(cmdline)}))
+    texts = [f['finding'] for f in judge([node])['findings'] if f['check'] == 'port']
+    assert texts and 'http.server' in texts[0]
+    assert 'K-SECRET' not in ' '.join(texts)
+
+
 def test_a3_devices_are_the_dies_of_the_npus(npu_smi):
     # A3: NPUs 0-7 with two dies each are devices 0-15 (Phy-ID); processes run on NPUs 4-7 = devices 8-15.
     npu = npu_smi('npu_smi_info_a3_running.txt')

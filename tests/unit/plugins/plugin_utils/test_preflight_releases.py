@@ -163,6 +163,17 @@ def test_cann_and_driver_against_the_release(version, driver, toolkit, expected)
         assert sev == want_sev and needle in text
 
 
+def test_a_version_record_that_is_not_a_regular_file_is_named_in_the_finding():
+    """preflight_facts names a FIFO or device at a record's path in its error (never opened): the finding says so."""
+    path = '/x/ascend_toolkit_install.info'
+    error = ('%s is not a regular file (a FIFO, socket or device node): not read, so nothing can hang; replace it '
+             'with the file itself' % path)
+    ascend = dict(HEALTHY_ASCEND, toolkit={'path': path, 'version': None, 'error': error})
+    found = of(judge(node('v0.23.0', ascend=ascend, hugepages=210000)), 'versions')
+    assert len(found) == 1 and found[0]['severity'] == 'warning'
+    assert_names(found[0]['finding'], 'CANN toolkit version unknown', path, 'not a regular file')
+
+
 def test_versions_in_a_container_skip_the_hosts_toolkit_and_check_the_declared_mooncake():
     ascend = dict(HEALTHY_ASCEND, toolkit={'path': None, 'version': None})
     assert of(judge(node('v0.23.0', ascend=ascend, container=True, hugepages=210000)), 'versions') == []

@@ -1,0 +1,273 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bad input, round two (issue 32), classes "Secrets" and "Hangs", per module, on localhost: the peers are fake
+servers on loopback (one byte every 0.4 s, a redirect), the tools stubs, the FIFOs real ones in a temporary
+directory. Each test holds a module to: no secret in its result or message, no wait past the option's bound, a
+path that is not a regular file refused with a message before it is opened."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK
+from ansible_collections.ascend.kvpool.plugins.modules import (
+    etcd_member,
+    mooncake_config_file,
+    preflight_facts,
+    vllm_router,
+    vllm_router_check,
+)
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
+from ansible_collections.ascend.kvpool.tests.unit.plugins.slow_peers import DripServer, Recorder, Redirect
+
+KEY = 'K-SECRET-4f9a2c'
+
+
+def run(module, capsys, **params):
+    """The module's main() with ``params``; returns (result, the whole text it printed)."""
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            module.main()
+    out = capsys.readouterr().out
+    return json.loads(out), out
+
+
+@pytest.fixture
+def drip():
+    srv = DripServer(gap=0.4)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / 'pipe'
+    os.mkfifo(str(path))
+    return str(path)
+
+
+# --- preflight_facts ----------------------------------------------------------------------------------------------
+LISTENER = ('import os, socket, sys, time\n'
+            's = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)\n'
+            'print(s.getsockname()[1], os.getpid(), flush=True); time.sleep(60)\n')
+
+
+def test_preflight_masks_the_command_lines_of_a_port_owner_and_its_parent(monkeypatch, capsys):
+    """A process that holds a port with --api-key K on its command line, under a shell whose command (one word)
+    holds --api-key K and whose arguments hold --token K: the result carries both command lines with the key
+    masked, and the key nowhere."""
+    script = '"$0" -c "$1" --api-key %s; true' % KEY
+    parent = subprocess.Popen(['/bin/sh', '-c', script, sys.executable, LISTENER, '--token', KEY],
+                              stdout=subprocess.PIPE)
+    child = None
+    try:
+        port, child = [int(x) for x in parent.stdout.readline().split()]
+        monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', lambda self, name, *a, **kw: None)
+        res, out = run(preflight_facts, capsys, ports=[port])
+        holder = res['ports'][str(port)]
+        assert holder['listening'] and holder['pid'] == child
+        assert holder['cmdline'][-2:] == ['--api-key', MASK], holder['cmdline']
+        assert holder['ancestors'][0][-2:] == ['--token', MASK], holder['ancestors']
+        assert '--api-key %s' % MASK in holder['ancestors'][0][2]
+        assert KEY not in out
+    finally:
+        if child:
+            os.kill(child, 9)
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+
+
+def test_preflight_refuses_a_fifo_as_a_version_record_without_opening_it(fifo, monkeypatch, capsys):
+    """A FIFO as a toolkit info path, or as /etc/ascend_install.info: named in the record's error at once (a
+    blocking open() of a FIFO with no writer never returns)."""
+    monkeypatch.setattr(_preflight, 'ASCEND_INSTALL_INFO', fifo)
+    started = time.monotonic()
+    res, dummy = run(preflight_facts, capsys, ascend_versions=True, toolkit_info_paths=[fifo])
+    assert time.monotonic() - started < 10
+    assert res['ascend']['toolkit']['path'] == fifo and res['ascend']['toolkit']['version'] is None
+    for record in ('toolkit', 'install_info'):
+        assert_names(res['ascend'][record]['error'], fifo, 'not a regular file', 'nothing can hang')
+
+
+def test_preflight_cuts_an_http_answer_at_connect_timeout(drip, capsys):
+    """A server that answers one byte every 0.4 s: no answer after connect_timeout (the whole request)."""
+    started = time.monotonic()
+    res, dummy = run(preflight_facts, capsys, http=[drip.url + '/health'], connect_timeout=1.0)
+    assert time.monotonic() - started < 2.5
+    assert res['http'][drip.url + '/health'] == {'status': None, 'body': ''}
+
+
+def test_preflight_gives_every_command_its_command_timeout(monkeypatch, capsys):
+    seen = []
+
+    def execute(argv, timeout=None, env=None):
+        seen.append((argv[1:3], timeout))
+        return 1, '', 'no such image'
+    monkeypatch.setattr(preflight_facts, 'execute', execute)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', lambda self, name, *a, **kw: '/usr/bin/' + name)
+    res, dummy = run(preflight_facts, capsys, images=['img:1'], glibc=True, command_timeout=7)
+    assert not res.get('failed'), res
+    assert sorted(seen) == sorted([(['--version'], 7), (['image', 'inspect'], 7)])
+
+
+@pytest.mark.parametrize('option', ['connect_timeout', 'command_timeout'])
+@pytest.mark.parametrize('value', [0, -1])
+def test_preflight_refuses_a_deadline_that_is_no_deadline(option, value, capsys):
+    res, dummy = run(preflight_facts, capsys, **{option: value})
+    assert res['failed']
+    assert_names(res['msg'], option, 'above 0')
+
+
+# --- vllm_router / vllm_router_check ------------------------------------------------------------------------------
+@pytest.fixture
+def manager(monkeypatch, tmp_path):
+    mgr = svc.Manager()
+    monkeypatch.setattr(vllm_router, 'backend_for', lambda module, container=None: mgr)
+    binary = tmp_path / 'vllm-router'
+    binary.write_text('#!/bin/sh\n')
+    binary.chmod(0o755)
+    mgr.tmp = tmp_path
+    return mgr
+
+
+def router_params(manager, **args):
+    params = dict(binary=str(manager.tmp / 'vllm-router'), port=free_port(), prometheus_port=free_port(),
+                  worker_urls=['http://127.0.0.1:%d' % free_port()], ready_timeout=1, poll_interval=0.02)
+    params.update(args)
+    return params
+
+
+@pytest.mark.parametrize('extra', [['--api-key=' + KEY], ['--api-key', KEY], ['--api_k=' + KEY]])
+def test_router_refuses_a_key_in_extra_args_without_echoing_it(manager, capsys, extra):
+    res, out = run(vllm_router, capsys, **router_params(manager, extra_args=extra))
+    assert res['failed']
+    assert_names(res['msg'], 'extra_args', '--api-key', 'use the module option')
+    assert KEY not in out
+    assert manager.text is None
+
+
+def test_router_journal_tail_of_a_failed_start_is_masked(manager, capsys, monkeypatch):
+    monkeypatch.setattr(manager, 'logs', lambda spec, lines: 'error: unrecognized arguments: --api-key %s\n' % KEY)
+    res, out = run(vllm_router, capsys, **router_params(manager))
+    assert res['failed'] and MASK in res['msg']
+    assert KEY not in out
+
+
+def test_router_gate_is_not_held_by_a_router_that_answers_one_byte_at_a_time(manager, capsys):
+    """Every poll of the gate is a whole request: a router that drips its answers fails the task within about
+    ready_timeout, not after the answers' length times 0.4 s."""
+    port = free_port()
+    state = {}
+
+    def start():
+        state.setdefault('srv', DripServer(gap=0.4, port=port))
+    manager.on_start = start
+    try:
+        started = time.monotonic()
+        res, dummy = run(vllm_router, capsys, **router_params(manager, port=port, ready_timeout=1.5))
+        assert time.monotonic() - started < 6
+        assert res['failed']
+    finally:
+        if 'srv' in state:
+            state['srv'].close()
+
+
+def test_router_check_render_probe_is_cut_at_its_timeout(drip, capsys):
+    started = time.monotonic()
+    res, dummy = run(vllm_router_check, capsys, workers=[drip.url], render=True, timeout=1.0)
+    assert time.monotonic() - started < 3.5
+    assert res['render'] == {drip.url: None}
+
+
+def test_router_check_does_not_follow_a_redirect_with_the_key(capsys):
+    """A worker that answers render with a 302 to another port: the probe takes 302 as the answer; nothing is sent
+    there, so the Authorization header (the API key) goes nowhere else."""
+    target = Recorder()
+    redirect = Redirect(target.url)
+    try:
+        res, out = run(vllm_router_check, capsys, workers=[redirect.url], render=True, api_key=KEY, timeout=2)
+        assert res['render'] == {redirect.url: 302}
+        assert target.seen == []
+        assert KEY not in out
+    finally:
+        redirect.close()
+        target.close()
+
+
+# --- etcd_member --------------------------------------------------------------------------------------------------
+ETCD = dict(name='node1', address='127.0.0.1', members=[{'name': 'node1', 'address': '127.0.0.1'}])
+
+
+def test_etcd_refuses_client_auth_in_extra_args_without_echoing_its_value(capsys):
+    res, out = run(etcd_member, capsys, extra_args=['--auth-token=simple-%s' % KEY], **ETCD)
+    assert res['failed']
+    assert_names(res['msg'], 'extra_args', '--auth-token', 'use the module option')
+    assert KEY not in out
+
+
+def test_etcdctl_that_hangs_is_killed_at_our_timeout(tmp_path, monkeypatch):
+    """An etcdctl that never answers (a stub that sleeps): killed after ETCDCTL_TIMEOUT, taken as no answer."""
+    stub = tmp_path / 'etcdctl'
+    stub.write_text('#!/bin/sh\nsleep 60\n')
+    stub.chmod(0o755)
+    monkeypatch.setattr(etcd_member, 'ETCDCTL_TIMEOUT', 1.0)
+    started = time.monotonic()
+    assert etcd_member._member_list(None, {'etcdctl': str(stub)}, ['127.0.0.1:2379']) is None  # pylint: disable=W0212
+    assert time.monotonic() - started < 5
+    rc, dummy, err = etcd_member._etcdctl(None, {'etcdctl': str(stub)}, ['127.0.0.1:2379'], 'endpoint', 'health',
+                                          timeout=0.5)  # pylint: disable=protected-access
+    assert rc == -9 and 'timed out' in err
+
+
+# --- mooncake_config_file -----------------------------------------------------------------------------------------
+def test_config_file_refuses_a_fifo_at_its_path_before_reading_it(fifo, capsys):
+    started = time.monotonic()
+    res, dummy = run(mooncake_config_file, capsys, path=fifo, config={'protocol': 'ascend'})
+    assert time.monotonic() - started < 10
+    assert res['failed']
+    assert_names(res['msg'], fifo, 'not a regular file', 'remove it')
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)  # neither read nor replaced
+
+
+def test_config_file_ha_lookup_is_cut_at_connect_timeout(drip, tmp_path, capsys):
+    """etcd members that answer one byte every 0.4 s: the HA master lookup fails within a few connect_timeouts,
+    naming the quorum it lacks; nothing is written."""
+    other = DripServer(gap=0.4)
+    try:
+        started = time.monotonic()
+        res, dummy = run(mooncake_config_file, capsys, path=str(tmp_path / 'mooncake.json'), config={'a': 1},
+                         master='etcd://127.0.0.1:%d;127.0.0.1:%d' % (drip.port, other.port), connect_timeout=1.0)
+        assert time.monotonic() - started < 4.5
+        assert res['failed'] and 'mooncake.json was not written' in res['msg']
+        assert not (tmp_path / 'mooncake.json').exists()
+    finally:
+        other.close()
+
+
+# --- kvpool_benchmark (tool=aisbench) -----------------------------------------------------------------------------
+def test_an_aisbench_result_that_is_a_fifo_is_named_not_opened(tmp_path):
+    """A FIFO where AISBench's result CSV should be (the step's outputs): the step fails naming it at once."""
+    run_dir = tmp_path / '20260101_000000' / 'performances' / _aisbench.MODEL_ABBR
+    run_dir.mkdir(parents=True)
+    os.mkfifo(str(run_dir / 'ds.csv'))
+    started = time.monotonic()
+    with pytest.raises(ParseError) as raised:
+        _aisbench.read_results(str(tmp_path))
+    assert time.monotonic() - started < 5
+    assert_names(str(raised.value), 'AISBench result', 'ds.csv', 'not a regular file')
