@@ -62,6 +62,16 @@ def members_problem(members):
     for m in members:
         if not str(m.get('address') or '').strip():
             return 'etcd member %s has no address (kvpool_etcd_address, default ansible_host)' % m.get('name')
+        problem = _shared.address_problem(m.get('address'))
+        if problem or _shared.is_wildcard(m.get('address')):
+            return ('etcd member %s has the address %r, which %s: give the member\'s own address alone '
+                    '(kvpool_etcd_address, default ansible_host; the ports are kvpool_etcd_peer_port and '
+                    'kvpool_etcd_client_port)' % (m.get('name'), str(m.get('address')),
+                                                  'has %s' % problem if problem else 'means every address'))
+        for key in ('peer_port', 'client_port'):
+            if key in m and not _shared.is_port(m[key]):
+                return ('etcd member %s has %s %r, which is not a TCP port 1-65535 (kvpool_etcd_%s)'
+                        % (m.get('name'), key, m[key], key))
     return ''
 
 
@@ -103,18 +113,32 @@ def build_etcd_argv(binary, p, members):
 MANAGED_FLAGS = ('--name', '--data-dir', '--listen-peer-urls', '--initial-advertise-peer-urls',
                  '--listen-client-urls', '--advertise-client-urls', '--initial-cluster', '--initial-cluster-token',
                  '--initial-cluster-state', '--listen-metrics-urls', '--client-cert-auth', '--cert-file',
-                 '--key-file', '--auth-token')
+                 '--key-file', '--auth-token',
+                 # client TLS in any form (Mooncake's etcd client has none): etcd 3.4 and 3.5 flags
+                 '--auto-tls', '--trusted-ca-file', '--client-crl-file', '--client-cert-allowed-hostname',
+                 '--client-cert-file', '--client-key-file', '--listen-client-http-urls', '--auth-token-ttl')
 
 
 def managed_flag_in(extra_args):
     """``(arg, flag)`` of the first extra argument that sets a flag the module writes (or client TLS/auth, which
-    Mooncake's etcd client cannot use), else None."""
+    Mooncake's etcd client cannot use), else None. etcd's flags are Go flags: ``-flag`` and ``--flag`` are the
+    same, a value after ``=`` or as the next word, and no abbreviation."""
     for arg in extra_args or []:
         flag = str(arg).split('=', 1)[0].strip()
         if flag.startswith('-') and not flag.startswith('--'):
             flag = '-' + flag
         if flag in MANAGED_FLAGS:
             return arg, flag
+    return None
+
+
+def managed_env_in(env):
+    """``(name, flag)`` of the first environment variable that sets a flag :func:`managed_flag_in` refuses (etcd
+    reads every flag from ``ETCD_<FLAG>`` too, e.g. ``ETCD_AUTO_TLS`` for ``--auto-tls``), else None."""
+    names = dict(('ETCD_' + flag[2:].upper().replace('-', '_'), flag) for flag in MANAGED_FLAGS)
+    for name in sorted(str(k) for k in (env or {})):
+        if name in names:
+            return name, names[name]
     return None
 
 

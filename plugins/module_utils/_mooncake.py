@@ -300,8 +300,9 @@ def unknown_flag_hint(text):
 def config_text(document):
     """The text of ``mooncake.json`` for a document (a mapping): 4-space indent, the document's key order, a final
     newline; the same bytes as the role's earlier ``to_nice_json(indent=4, sort_keys=false)`` template, so that a
-    node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold."""
-    return json.dumps(document, indent=4, separators=(',', ': ')) + '\n'
+    node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold, and
+    :class:`ValueError` for NaN or infinity (``allow_nan=False``: written, they would make the file no JSON)."""
+    return json.dumps(document, indent=4, separators=(',', ': '), allow_nan=False) + '\n'
 
 
 HA_STATES_READY = ('serving', 'standby')

@@ -44,12 +44,17 @@ options:
     type: dict
     required: true
   mode:
-    description: Mode of the file (octal string). It is world-readable by default, as vllm-ascend reads it.
-    type: str
+    description:
+      - Mode of the file, an octal string in quotes (C("0644")). It is world-readable by default, as vllm-ascend
+        reads it.
+      - A number is refused - YAML reads an unquoted C(0644) as the number 420, which cannot be told from the
+        mode C(0420).
+    type: raw
     default: '0644'
   directory_mode:
-    description: Mode of the directory when the module makes it (an existing directory keeps its mode).
-    type: str
+    description: Mode of the directory when the module makes it (an existing directory keeps its mode); an octal
+      string in quotes, as O(mode).
+    type: raw
     default: '0755'
   proof:
     description: A file whose existence the module reports as RV(proof_exists) (read only, never written here).
@@ -118,6 +123,7 @@ master_connect:
   sample: {"ok": true, "error": "", "ms": 0.4}
 """
 
+import math
 import os
 import stat
 
@@ -131,14 +137,38 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._service import read
 
 
 def _mode(module, name):
+    """The file mode of option ``name``: an octal string (``"0644"``). A number is refused: YAML reads an unquoted
+    ``0644`` as the octal number 420, which arrives here as 420, indistinguishable from a mode written ``420``
+    (0o420, the owner unable to write)."""
     text = module.params[name]
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise KvpoolError('%s is the number %r, not an octal string: YAML reads an unquoted 0644 as the number %d, '
+                          'which cannot be told from the mode %s. Quote it: %s: "0644"'
+                          % (name, text, 0o644, '0%s' % text if isinstance(text, int) else text, name))
     try:
-        value = int(str(text), 8)
+        value = int(text.strip(), 8) if text.strip() else -1
     except ValueError:
         value = -1
     if not 0 <= value <= 0o7777:
         raise KvpoolError('%s is %r, which is not an octal file mode: give a string such as "0644"' % (name, text))
     return value
+
+
+def _non_finite(value, where='config'):
+    """The place (``config.a.b[2]``) of the first NaN or infinite number in a document, else ''."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite(item, '%s.%s' % (where, key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _non_finite(item, '%s[%d]' % (where, index))
+            if found:
+                return found
+    return ''
 
 
 def reach_ha_master(address, timeout):
@@ -213,6 +243,12 @@ def _run(module):
         raise KvpoolError('path %s is a directory: give the path of the file mooncake.json in it' % path)
     mode = _mode(module, 'mode')
     dir_mode = _mode(module, 'directory_mode')
+    bad = _non_finite(module.params['config'])
+    if bad:
+        # json.dumps would write NaN or Infinity, which no JSON reader (Mooncake's included) takes.
+        raise KvpoolError('%s is not a finite number (NaN or infinity), which JSON cannot hold, so mooncake.json was '
+                          'not written: give a number of bytes or a string (for example global_segment_size: '
+                          '"100GB" in the role)' % bad)
     try:
         text = config_text(module.params['config'])
     except (TypeError, ValueError) as exc:
@@ -242,8 +278,8 @@ def main():
         argument_spec=dict(
             path=dict(type='path', required=True),
             config=dict(type='dict', required=True),
-            mode=dict(type='str', default='0644'),
-            directory_mode=dict(type='str', default='0755'),
+            mode=dict(type='raw', default='0644'),
+            directory_mode=dict(type='raw', default='0755'),
             proof=dict(type='path'),
             master=dict(type='str', default=''),
             connect_timeout=dict(type='float', default=3.0),

@@ -57,7 +57,7 @@ options:
     elements: str
     default: []
   connect_timeout:
-    description: Seconds to wait for each TCP connection (and each answer of O(http)).
+    description: Seconds to wait for each TCP connection (and each answer of O(http)); above 0, at most 60.
     type: float
     default: 3.0
   container_runtime:
@@ -507,6 +507,8 @@ def _run(module):
     bad = [port for port in p['ports'] if not is_port(port)]
     if bad:
         raise KvpoolError('ports must be TCP ports 1-65535, got %s' % bad)
+    _validate.number_range(p['connect_timeout'], 'connect_timeout', above=0, high=60,
+                           why='seconds; the role\'s preflight_connect_timeout')
     bad = [t for t in p['connect'] if not _valid_target(t)]
     if bad:
         raise KvpoolError('connect targets must be host:port (or [v6]:port), got %s' % bad)

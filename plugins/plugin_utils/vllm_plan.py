@@ -550,6 +550,10 @@ def plan_instances(instances, settings, host='this host'):
             elif value is not None:
                 inst['serve_flags'][key] = value
         inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
+        if inst['host'] is not None and starts:  # the rule of vllm_server's host (one address, no port)
+            listen_option = 'listen_host' if raw.get('listen_host') else 'vllm_instance_listen_host'
+            if _rule(errors, where, _vllm.check_serve_flag, 'host', inst['host'], listen_option) is None:
+                inst['host'] = None
         if port:
             inst.update(instance_where(inst['host'], port, node_address))
         else:
