@@ -143,10 +143,35 @@ def managed_env_in(env):
 
 
 def _load(text, what):
+    """The JSON of an answer; ValueError for anything else (not text, not JSON, nested beyond reading)."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    if not isinstance(text, str):
+        raise ValueError('%s: no answer (%s)' % (what, type(text).__name__))
     try:
         return json.loads(text)
-    except ValueError as exc:
-        raise ValueError('%s: not JSON: %r' % (what, (text or '')[:200])) from exc
+    except (ValueError, RecursionError) as exc:
+        raise ValueError('%s: not JSON: %r' % (what, text[:200])) from exc
+
+
+def _uint(value, what):
+    """An etcd id or number of an answer (a JSON number, or its digits as text, as the gateway writes uint64);
+    ValueError naming ``what`` for anything else."""
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError('%s is %r, not an id' % (what, value))
+    return value
+
+
+def _urls(value, what):
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError('%s is %r, not a list of URLs' % (what, value))
+    return sorted(value)
 
 
 def parse_endpoint_health(text):
@@ -173,9 +198,12 @@ def parse_member_list(text):
     for m in data['members']:
         if not isinstance(m, dict):
             raise ValueError('member list: a member is not an object: %r' % (m,))
-        out.append({'id': '%x' % int(m.get('ID') or 0), 'name': str(m.get('name') or ''),
-                    'peer_urls': sorted(str(u) for u in m.get('peerURLs') or []),
-                    'client_urls': sorted(str(u) for u in m.get('clientURLs') or [])})
+        name = m.get('name')
+        if name is not None and not isinstance(name, str):
+            raise ValueError('member list: a member\'s name is %r, not text' % (name,))
+        out.append({'id': '%x' % _uint(m.get('ID'), 'member list: ID'), 'name': name or '',
+                    'peer_urls': _urls(m.get('peerURLs'), 'member list: peerURLs'),
+                    'client_urls': _urls(m.get('clientURLs'), 'member list: clientURLs')})
     return out
 
 
@@ -191,8 +219,12 @@ def parse_endpoint_status(text):
         if not isinstance(status, dict):
             raise ValueError('endpoint status: an entry without Status: %r' % (item,))
         header = status.get('header') or {}
-        out.append({'endpoint': str(item.get('Endpoint') or ''), 'member_id': '%x' % int(header.get('member_id') or 0),
-                    'leader': '%x' % int(status.get('leader') or 0), 'version': str(status.get('version') or '')})
+        if not isinstance(header, dict):
+            raise ValueError('endpoint status: a header that is not an object: %r' % (header,))
+        out.append({'endpoint': str(item.get('Endpoint') or ''),
+                    'member_id': '%x' % _uint(header.get('member_id'), 'endpoint status: member_id'),
+                    'leader': '%x' % _uint(status.get('leader'), 'endpoint status: leader'),
+                    'version': str(status.get('version') or '')})
     return out
 
 
@@ -253,11 +285,17 @@ def parse_range_value(text):
     if not isinstance(data, dict) or 'header' not in data:
         raise ValueError('kv range: not an etcd answer: %r' % (text or '')[:200])
     kvs = data.get('kvs') or []
+    if not isinstance(kvs, list) or not all(isinstance(kv, dict) for kv in kvs):
+        # a peer's garbage (an object, a string) is no answer: never KeyError: 0
+        raise ValueError('kv range: kvs is %r, not a list of keys and values' % (kvs,))
     if not kvs:
         return ''
+    value = kvs[0].get('value') or ''
+    if not isinstance(value, str):
+        raise ValueError('kv range: value is %r, not base64 text' % (value,))
     try:
-        return base64.b64decode(kvs[0].get('value') or '').decode('utf-8', 'replace')
-    except (TypeError, ValueError, AttributeError) as exc:
+        return base64.b64decode(value, validate=True).decode('utf-8', 'replace')
+    except (TypeError, ValueError) as exc:
         raise ValueError('kv range: value is not base64: %s' % exc) from exc
 
 

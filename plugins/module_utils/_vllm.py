@@ -361,11 +361,11 @@ def parse_models(body):
     """Model ids listed by a ``GET /v1/models`` answer (OpenAI list format); [] when it is not one."""
     try:
         doc = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):
         return []
     if not isinstance(doc, dict) or not isinstance(doc.get('data'), list):
         return []
-    return [str(m.get('id')) for m in doc['data'] if isinstance(m, dict) and m.get('id') is not None]
+    return [m['id'] for m in doc['data'] if isinstance(m, dict) and isinstance(m.get('id'), str)]
 
 
 # Where the health polls connect (all addresses -> loopback), and ``host:port`` of an endpoint (IPv6 in brackets):

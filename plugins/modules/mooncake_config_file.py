@@ -190,13 +190,16 @@ def reach_ha_master(address, timeout):
     key = _etcd.master_view_key()
     status, body = http_status('http://%s/v3/kv/range' % healthy[0], timeout=timeout,
                                data=_etcd.range_request(key))
+    why = ''
     try:
         leader = _etcd.parse_range_value(body) if status == 200 else None
-    except ValueError:
-        leader = None
+    except ValueError as exc:  # a peer's garbage: named, never a traceback nor taken for "no leader"
+        leader, why = None, ': %s' % exc
     if leader is None:
-        raise KvpoolError('etcd at %s did not answer the read of %s (HTTP %s), so mooncake.json was not written'
-                          % (healthy[0], key, status or 'no answer'))
+        raise KvpoolError('etcd at %s did not answer the read of %s (HTTP %s%s), so mooncake.json was not written. '
+                          'Fix: check that %s is an etcd member (its client port, kvpool_etcd_client_port) and that '
+                          'it is healthy (etcdctl endpoint health)' % (healthy[0], key, status or 'no answer', why,
+                                                                       healthy[0]))
     if not leader:
         raise KvpoolError('no Mooncake master is leader in etcd (%s is empty), so mooncake.json was not written. '
                           'Fix: start the masters in HA mode (role ascend.kvpool.mooncake_master with '
