@@ -141,10 +141,13 @@ def _mode(module, name):
     ``0644`` as the octal number 420, which arrives here as 420, indistinguishable from a mode written ``420``
     (0o420, the owner unable to write)."""
     text = module.params[name]
-    if isinstance(text, bool) or not isinstance(text, str):
-        raise KvpoolError('%s is the number %r, not an octal string: YAML reads an unquoted 0644 as the number %d, '
-                          'which cannot be told from the mode %s. Quote it: %s: "0644"'
-                          % (name, text, 0o644, '0%s' % text if isinstance(text, int) else text, name))
+    if isinstance(text, int) and not isinstance(text, bool):
+        raise KvpoolError('%s is the number %d, not an octal string: YAML reads an unquoted 0644 as the number %d, '
+                          'which cannot be told from the mode 0%d. Quote it: %s: "0644"'
+                          % (name, text, 0o644, text, name))
+    if not isinstance(text, str):
+        raise KvpoolError('%s is %r (a %s), not an octal string: quote the mode, %s: "0644"'
+                          % (name, text, type(text).__name__, name))
     try:
         value = int(text.strip(), 8) if text.strip() else -1
     except ValueError:

@@ -105,7 +105,7 @@ def etcd(monkeypatch, capsys, tmp_path, **args):
 
 @pytest.mark.parametrize('args, names', [
     (dict(address='172.31.250.11:2380', members=[{'name': 'node1', 'address': '172.31.250.11:2380'}]),
-     ['172.31.250.11:2380', 'a port (:2380)', 'kvpool_etcd_address', 'kvpool_etcd_peer_port']),
+     ["address='172.31.250.11:2380'", 'a port (:2380)', 'client_port and peer_port']),
     (dict(members=[{'name': 'node1', 'address': '172.31.250.11'}, {'name': 'node2', 'address': '10.0.0.2:2380'}]),
      ['node2', '10.0.0.2:2380', 'a port (:2380)']),
     (dict(members=[{'name': 'node1', 'address': '172.31.250.11'}, {'name': 'node2', 'address': '10.0.0.2',
