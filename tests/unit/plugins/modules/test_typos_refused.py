@@ -144,12 +144,13 @@ def test_vllm_server_refuses_an_address_with_a_port(manager, capsys, option, val
 
 
 def test_the_instance_plan_refuses_negative_ids_and_an_address_with_a_port():
-    settings = dict(GUIDE, listen_host='172.31.250.11:8002')
+    settings = dict(GUIDE, listen_host='172.31.250.11:8002', host_ip='172.31.250.11:29000')
     plan = vllm_plan.plan_instances([{'name': 'a', 'devices': [-1, 0], 'port': 8002, 'lookup_rpc_port': -5}],
                                     settings, 'node1')
     errors = '\n'.join(plan['errors'])
     assert_names(errors, 'node1: instance a: devices=[-1, 0]', 'got -1', 'lookup_rpc_port=-5', '0 or more',
-                 "vllm_instance_listen_host='172.31.250.11:8002'", 'a port (:8002)')
+                 "vllm_instance_listen_host='172.31.250.11:8002'", 'a port (:8002)',
+                 "node1: vllm_instance_host_ip='172.31.250.11:29000'", 'a port (:29000)')
     # a stopped instance is never refused for its address (a teardown must not fail on a typo there)
     stopped = vllm_plan.plan_instances([{'name': 'a', 'devices': [0], 'port': 8002, 'state': 'stopped'}], settings,
                                        'node1')
