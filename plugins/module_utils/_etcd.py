@@ -114,6 +114,9 @@ MANAGED_FLAGS = ('--name', '--data-dir', '--listen-peer-urls', '--initial-advert
                  '--listen-client-urls', '--advertise-client-urls', '--initial-cluster', '--initial-cluster-token',
                  '--initial-cluster-state', '--listen-metrics-urls', '--client-cert-auth', '--cert-file',
                  '--key-file', '--auth-token',
+                 # written from the module's options (a second value would silently override the option's)
+                 '--heartbeat-interval', '--election-timeout', '--auto-compaction-retention', '--peer-cert-file',
+                 '--peer-key-file', '--peer-trusted-ca-file', '--peer-client-cert-auth', '--peer-auto-tls',
                  # client TLS in any form (Mooncake's etcd client has none): etcd 3.4 and 3.5 flags
                  '--auto-tls', '--trusted-ca-file', '--client-crl-file', '--client-cert-allowed-hostname',
                  '--client-cert-file', '--client-key-file', '--listen-client-http-urls', '--auth-token-ttl')

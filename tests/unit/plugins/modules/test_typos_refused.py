@@ -114,6 +114,7 @@ def etcd(monkeypatch, capsys, tmp_path, **args):
     (dict(extra_args=['--auto-tls']), ["'--auto-tls' sets --auto-tls", 'client TLS']),
     (dict(extra_args=['-auto-tls=true']), ['--auto-tls', 'client TLS']),
     (dict(extra_args=['--trusted-ca-file=/etc/ca.pem']), ['--trusted-ca-file', 'client TLS']),
+    (dict(extra_args=['--election-timeout=5000']), ['--election-timeout', 'module option']),
     (dict(env={'ETCD_AUTO_TLS': 'true'}), ['env', 'ETCD_AUTO_TLS', '--auto-tls', 'kvpool_etcd_environment']),
 ])
 def test_etcd_member_refuses_a_port_in_an_address_and_client_tls_in_any_form(monkeypatch, capsys, tmp_path, args,
