@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 
 from ansible.errors import AnsibleActionFail
@@ -21,7 +20,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
-from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, write_atomic
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
+    ControllerReportAction, json_text, write_atomic,
+)
 
 
 class ActionModule(ControllerReportAction):
@@ -66,7 +67,7 @@ class ActionModule(ControllerReportAction):
             report['chart_note'] = chart_note
             write_atomic(files['markdown'], bench_report.render_markdown(
                 report, os.path.basename(files['chart']) if 'chart' in files else None))
-            write_atomic(files['json'], json.dumps(report, indent=2, sort_keys=True, default=to_text) + '\n')
+            write_atomic(files['json'], json_text(report, default=to_text))  # NaN / Infinity as null
         except (IOError, OSError) as exc:
             raise AnsibleActionFail('cannot write the benchmark report under %s: %s (option report_dir; the role\'s '
                                     'kvpool_benchmark_report_dir): name a writable directory'

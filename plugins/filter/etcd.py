@@ -2,7 +2,8 @@
 # Copyright (c) ascend.kvpool contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of the etcd members (role ascend.kvpool.kvpool_etcd): thin adapters over module_utils/_etcd.py."""
+"""Filters of the etcd members (role ascend.kvpool.kvpool_etcd) and the HA masters: thin adapters over
+module_utils/_etcd.py and module_utils/_mooncake.py (the failover drill's kill target)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _etcd = lazy.module('module_utils._etcd')
+_mooncake = lazy.module('module_utils._mooncake')
 format_host_port = lazy.function('module_utils._shared', 'format_host_port')
 
 
@@ -70,6 +72,16 @@ def master_ha_peers(hosts, hostvars, me, port=50088, metrics_port=9003):
     return out
 
 
+def master_kill_target(inspect, container, cgroup=None):
+    """``{pid, id}`` of the main process of the master's service container that the failover drill may signal, from
+    the registered ``docker inspect`` (and, to confirm, the registered read of ``/proc/<pid>/cgroup``); an error
+    naming the container and the fix when it is not running, its pid is 1 or less, or the pid is not its process."""
+    try:
+        return _mooncake.container_kill_target(inspect, container, cgroup)
+    except ValueError as exc:
+        raise AnsibleFilterError('master_kill_target: %s' % exc) from exc
+
+
 class FilterModule(object):
     """ascend.kvpool etcd filters."""
 
@@ -79,4 +91,5 @@ class FilterModule(object):
             'etcd_members_problem': etcd_members_problem,
             'etcd_endpoints': etcd_endpoints,
             'master_ha_peers': master_ha_peers,
+            'master_kill_target': master_kill_target,
         }

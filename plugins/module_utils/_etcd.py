@@ -62,6 +62,16 @@ def members_problem(members):
     for m in members:
         if not str(m.get('address') or '').strip():
             return 'etcd member %s has no address (kvpool_etcd_address, default ansible_host)' % m.get('name')
+        problem = _shared.address_problem(m.get('address'))
+        if problem or _shared.is_wildcard(m.get('address')):
+            return ('etcd member %s has the address %r, which %s: give the member\'s own address alone '
+                    '(kvpool_etcd_address, default ansible_host; the ports are kvpool_etcd_peer_port and '
+                    'kvpool_etcd_client_port)' % (m.get('name'), str(m.get('address')),
+                                                  'has %s' % problem if problem else 'means every address'))
+        for key in ('peer_port', 'client_port'):
+            if key in m and not _shared.is_port(m[key]):
+                return ('etcd member %s has %s %r, which is not a TCP port 1-65535 (kvpool_etcd_%s)'
+                        % (m.get('name'), key, m[key], key))
     return ''
 
 
@@ -103,12 +113,19 @@ def build_etcd_argv(binary, p, members):
 MANAGED_FLAGS = ('--name', '--data-dir', '--listen-peer-urls', '--initial-advertise-peer-urls',
                  '--listen-client-urls', '--advertise-client-urls', '--initial-cluster', '--initial-cluster-token',
                  '--initial-cluster-state', '--listen-metrics-urls', '--client-cert-auth', '--cert-file',
-                 '--key-file', '--auth-token')
+                 '--key-file', '--auth-token',
+                 # written from the module's options (a second value would silently override the option's)
+                 '--heartbeat-interval', '--election-timeout', '--auto-compaction-retention', '--peer-cert-file',
+                 '--peer-key-file', '--peer-trusted-ca-file', '--peer-client-cert-auth', '--peer-auto-tls',
+                 # client TLS in any form (Mooncake's etcd client has none): etcd 3.4 and 3.5 flags
+                 '--auto-tls', '--trusted-ca-file', '--client-crl-file', '--client-cert-allowed-hostname',
+                 '--client-cert-file', '--client-key-file', '--listen-client-http-urls', '--auth-token-ttl')
 
 
 def managed_flag_in(extra_args):
     """``(arg, flag)`` of the first extra argument that sets a flag the module writes (or client TLS/auth, which
-    Mooncake's etcd client cannot use), else None."""
+    Mooncake's etcd client cannot use), else None. etcd's flags are Go flags: ``-flag`` and ``--flag`` are the
+    same, a value after ``=`` or as the next word, and no abbreviation."""
     for arg in extra_args or []:
         flag = str(arg).split('=', 1)[0].strip()
         if flag.startswith('-') and not flag.startswith('--'):
@@ -118,11 +135,46 @@ def managed_flag_in(extra_args):
     return None
 
 
+def managed_env_in(env):
+    """``(name, flag)`` of the first environment variable that sets a flag :func:`managed_flag_in` refuses (etcd
+    reads every flag from ``ETCD_<FLAG>`` too, e.g. ``ETCD_AUTO_TLS`` for ``--auto-tls``), else None."""
+    names = dict(('ETCD_' + flag[2:].upper().replace('-', '_'), flag) for flag in MANAGED_FLAGS)
+    for name in sorted(str(k) for k in (env or {})):
+        if name in names:
+            return name, names[name]
+    return None
+
+
 def _load(text, what):
+    """The JSON of an answer; ValueError for anything else (not text, not JSON, nested beyond reading)."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    if not isinstance(text, str):
+        raise ValueError('%s: no answer (%s)' % (what, type(text).__name__))
     try:
         return json.loads(text)
-    except ValueError as exc:
-        raise ValueError('%s: not JSON: %r' % (what, (text or '')[:200])) from exc
+    except (ValueError, RecursionError) as exc:
+        raise ValueError('%s: not JSON: %r' % (what, text[:200])) from exc
+
+
+def _uint(value, what):
+    """An etcd id or number of an answer (a JSON number, or its digits as text, as the gateway writes uint64);
+    ValueError naming ``what`` for anything else."""
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError('%s is %r, not an id' % (what, value))
+    return value
+
+
+def _urls(value, what):
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError('%s is %r, not a list of URLs' % (what, value))
+    return sorted(value)
 
 
 def parse_endpoint_health(text):
@@ -149,9 +201,12 @@ def parse_member_list(text):
     for m in data['members']:
         if not isinstance(m, dict):
             raise ValueError('member list: a member is not an object: %r' % (m,))
-        out.append({'id': '%x' % int(m.get('ID') or 0), 'name': str(m.get('name') or ''),
-                    'peer_urls': sorted(str(u) for u in m.get('peerURLs') or []),
-                    'client_urls': sorted(str(u) for u in m.get('clientURLs') or [])})
+        name = m.get('name')
+        if name is not None and not isinstance(name, str):
+            raise ValueError('member list: a member\'s name is %r, not text' % (name,))
+        out.append({'id': '%x' % _uint(m.get('ID'), 'member list: ID'), 'name': name or '',
+                    'peer_urls': _urls(m.get('peerURLs'), 'member list: peerURLs'),
+                    'client_urls': _urls(m.get('clientURLs'), 'member list: clientURLs')})
     return out
 
 
@@ -167,8 +222,12 @@ def parse_endpoint_status(text):
         if not isinstance(status, dict):
             raise ValueError('endpoint status: an entry without Status: %r' % (item,))
         header = status.get('header') or {}
-        out.append({'endpoint': str(item.get('Endpoint') or ''), 'member_id': '%x' % int(header.get('member_id') or 0),
-                    'leader': '%x' % int(status.get('leader') or 0), 'version': str(status.get('version') or '')})
+        if not isinstance(header, dict):
+            raise ValueError('endpoint status: a header that is not an object: %r' % (header,))
+        out.append({'endpoint': str(item.get('Endpoint') or ''),
+                    'member_id': '%x' % _uint(header.get('member_id'), 'endpoint status: member_id'),
+                    'leader': '%x' % _uint(status.get('leader'), 'endpoint status: leader'),
+                    'version': str(status.get('version') or '')})
     return out
 
 
@@ -229,11 +288,17 @@ def parse_range_value(text):
     if not isinstance(data, dict) or 'header' not in data:
         raise ValueError('kv range: not an etcd answer: %r' % (text or '')[:200])
     kvs = data.get('kvs') or []
+    if not isinstance(kvs, list) or not all(isinstance(kv, dict) for kv in kvs):
+        # a peer's garbage (an object, a string) is no answer: never KeyError: 0
+        raise ValueError('kv range: kvs is %r, not a list of keys and values' % (kvs,))
     if not kvs:
         return ''
+    value = kvs[0].get('value') or ''
+    if not isinstance(value, str):
+        raise ValueError('kv range: value is %r, not base64 text' % (value,))
     try:
-        return base64.b64decode(kvs[0].get('value') or '').decode('utf-8', 'replace')
-    except (TypeError, ValueError, AttributeError) as exc:
+        return base64.b64decode(value, validate=True).decode('utf-8', 'replace')
+    except (TypeError, ValueError) as exc:
         raise ValueError('kv range: value is not base64: %s' % exc) from exc
 
 

@@ -270,7 +270,15 @@ def served_models(base_url, api_key=None, timeout=10.0):
     status, text = http_request(base_url.rstrip('/') + '/v1/models', None, api_key, timeout)
     if status != 200:
         raise ValueError('%s/v1/models: HTTP %d %s' % (base_url.rstrip('/'), status, text[:200]))
-    return [m.get('id') for m in json.loads(text).get('data') or [] if m.get('id')]
+    try:
+        doc = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError('%s/v1/models: not JSON' % base_url.rstrip('/')) from exc
+    data = doc.get('data') if isinstance(doc, dict) else None
+    if not isinstance(data, list):
+        raise ValueError('%s/v1/models: not a list of models (no "data" list): %r'
+                         % (base_url.rstrip('/'), text[:200]))
+    return [m['id'] for m in data if isinstance(m, dict) and isinstance(m.get('id'), str) and m['id']]
 
 
 def tokenize_counter(base_url, model, api='chat', api_key=None, timeout=30.0):
@@ -293,9 +301,10 @@ def tokenize_counter(base_url, model, api='chat', api_key=None, timeout=30.0):
         if status != 200:
             return None
         try:
-            return int(json.loads(data)['count'])
-        except (ValueError, KeyError, TypeError):
+            count = json.loads(data)['count']
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError):
             return None
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
     return counter if counter('probe') is not None else None
 
@@ -315,15 +324,32 @@ def request_body(api, model, prompt, max_tokens, temperature=0.0, ignore_eos=Tru
 
 
 def _chunk_text(chunk, api):
+    """The text of one stream chunk; a server's garbage (choices that are not a list of objects, a delta that
+    is not one, a piece that is not text) adds nothing, never an exception."""
     pieces = []
-    for choice in chunk.get('choices') or []:
+    choices = chunk.get('choices')
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
         if api == 'chat':
-            piece = (choice.get('delta') or {}).get('content')
+            delta = choice.get('delta')
+            piece = delta.get('content') if isinstance(delta, dict) else None
         else:
             piece = choice.get('text')
-        if piece:
+        if isinstance(piece, str) and piece:
             pieces.append(piece)
     return ''.join(pieces)
+
+
+def usage_tokens(usage):
+    """``(completion_tokens, prompt_tokens)`` of a stream's ``usage`` object, each None unless a whole number 0 or
+    more (a server's NaN, text or object is no count)."""
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(value):
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return count(usage.get('completion_tokens')), count(usage.get('prompt_tokens'))
 
 
 class _Stream(object):
@@ -393,6 +419,8 @@ class _Stream(object):
                     done = True
                     break
                 chunk = json.loads(data.decode('utf-8'))
+                if not isinstance(chunk, dict):
+                    raise ValueError('a stream chunk that is not a JSON object: %r' % data[:100])
                 out['chunks'] += 1
                 if chunk.get('error'):
                     out['error'] = 'error event: %s' % _error_message(json.dumps(chunk))
@@ -423,9 +451,10 @@ class _Stream(object):
             out['error'] = 'no content token in the stream'
             return out
         tokens = content_chunks
-        if usage and usage.get('completion_tokens') is not None:
-            tokens = int(usage['completion_tokens'])
-            out['prompt_tokens'] = usage.get('prompt_tokens')
+        completion, prompt = usage_tokens(usage)
+        if completion is not None:
+            tokens = completion
+            out['prompt_tokens'] = prompt
         out.update(ok=True, output_tokens=tokens, ttft_ms=round((first - start) * 1000.0, 3),
                    e2e_ms=round((end - start) * 1000.0, 3))
         if tokens > 1:
@@ -436,7 +465,7 @@ class _Stream(object):
 def _error_message(text):
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text.strip()[:300]
     err = data.get('error') if isinstance(data, dict) else None
     if isinstance(err, dict):

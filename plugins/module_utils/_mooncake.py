@@ -300,8 +300,9 @@ def unknown_flag_hint(text):
 def config_text(document):
     """The text of ``mooncake.json`` for a document (a mapping): 4-space indent, the document's key order, a final
     newline; the same bytes as the role's earlier ``to_nice_json(indent=4, sort_keys=false)`` template, so that a
-    node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold."""
-    return json.dumps(document, indent=4, separators=(',', ': ')) + '\n'
+    node written by that release is unchanged. Raises :class:`TypeError` for a value JSON cannot hold, and
+    :class:`ValueError` for NaN or infinity (``allow_nan=False``: written, they would make the file no JSON)."""
+    return json.dumps(document, indent=4, separators=(',', ': '), allow_nan=False) + '\n'
 
 
 HA_STATES_READY = ('serving', 'standby')
@@ -312,7 +313,7 @@ def parse_ha_health(body):
     ``{role, ha_state, service_ready, leader_address}``; None when the body is not that JSON."""
     try:
         data = json.loads(body or '')
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):  # a peer's garbage is no view
         return None
     if not isinstance(data, dict) or 'ha_state' not in data:
         return None
@@ -367,3 +368,78 @@ def ha_hint(text):
         return ('the master cannot read its leader key from etcd: are the etcd members running and healthy '
                 '(role ascend.kvpool.kvpool_etcd) and etcd_endpoints right?')
     return ''
+
+
+# --- the failover drill's kill (playbooks/drill_master_failover.yml, container mode) ------------------------------
+# docker inspect reports State.Pid 0 for a container that is not running: ``kill -KILL 0`` would signal the task's
+# own process group (on the mock cluster it killed Ansible's worker), ``kill -KILL -1`` every process the user may
+# signal, and 1 is init. So the drill signals a pid only when the container runs, the pid is above 1, and the process
+# is the container's (its /proc/<pid>/cgroup names the container's id), checked again right before the signal.
+_CONTAINER_ID = re.compile(r'^[0-9a-f]{12,64}$')
+
+
+def _registered(value, what):
+    """(text, problem) of a registered command result (a dict with rc, stdout, stderr) or of plain text."""
+    if isinstance(value, dict):
+        if value.get('skipped'):
+            return '', '%s did not run (skipped)' % what
+        rc = value.get('rc')
+        if rc != 0:
+            err = str(value.get('stderr') or value.get('msg') or value.get('stdout') or '').strip()
+            return '', '%s failed (rc %s%s)' % (what, rc, (': %s' % err[:300]) if err else '')
+        value = value.get('stdout')
+    if isinstance(value, bytes):
+        value = value.decode('utf-8', 'replace')
+    if not isinstance(value, str):
+        return '', '%s gave no text (%s)' % (what, type(value).__name__)
+    return value, ''
+
+
+def container_kill_target(inspect, container, cgroup=None):
+    """``{'pid': int, 'id': str}`` of the main process of ``container`` that a signal may go to, from ``docker
+    inspect <container>`` (its registered result or its text) and, with ``cgroup``, the text (or registered result)
+    of ``/proc/<pid>/cgroup`` read afterwards. Raises ValueError naming the container, what was seen and the fix: a
+    container that is missing, not running, paused or restarting, a pid of 1 or less (Docker's 0 for a stopped
+    container), an answer about another container, and a pid whose cgroup does not name the container's id (the
+    process ended, and the pid may be another process now). Pure: nothing is signalled here."""
+    name = str(container or '').strip()
+    what = 'docker inspect %s' % name
+    text, problem = _registered(inspect, what)
+    if problem:
+        raise ValueError('%s, so nothing was killed: is the container there (container mode: site.yml makes it)?'
+                         % problem)
+    try:
+        docs = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError('%s printed no JSON (%r), so nothing was killed' % (what, text[:200])) from exc
+    if not isinstance(docs, list) or len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ValueError('%s did not describe one container (%r), so nothing was killed' % (what, text[:200]))
+    doc = docs[0]
+    seen = str(doc.get('Name') or '').lstrip('/')
+    if seen != name:
+        raise ValueError('%s describes the container %r, not %s, so nothing was killed' % (what, seen, name))
+    cid = doc.get('Id')
+    if not isinstance(cid, str) or not _CONTAINER_ID.match(cid):
+        raise ValueError('%s gives no container id (Id %r), so nothing was killed' % (what, cid))
+    state = doc.get('State') if isinstance(doc.get('State'), dict) else {}
+    pid = state.get('Pid')
+    status = state.get('Status') or ('running' if state.get('Running') else 'not running')
+    if state.get('Running') is not True or state.get('Paused') is True or state.get('Restarting') is True:
+        raise ValueError('container %s is %s (State.Pid %r), so nothing was killed: a signal to pid %r would reach '
+                         'the wrong processes. Start it first (site.yml --tags master), or run the drill where the '
+                         'leader\'s master runs' % (name, status, pid, pid))
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+        raise ValueError('container %s is running but docker reports its pid as %r, which is no process of it (0 '
+                         'signals the caller\'s own group, 1 is init), so nothing was killed' % (name, pid))
+    target = {'pid': pid, 'id': cid}
+    if cgroup is None:
+        return target
+    text, problem = _registered(cgroup, 'the read of /proc/%d/cgroup' % pid)
+    if problem:
+        raise ValueError('pid %d of container %s is gone (%s), so nothing was killed: run the drill again'
+                         % (pid, name, problem))
+    if cid not in text:
+        raise ValueError('pid %d is not a process of container %s (its /proc/%d/cgroup does not name the container '
+                         'id %s: the process ended and the pid may be another process now), so nothing was killed: '
+                         'run the drill again' % (pid, name, pid, cid[:12]))
+    return target

@@ -101,7 +101,12 @@ def managed_flag_in(extra_args):
 def parse_workers(text):
     """``[{'url': str, 'healthy': bool}]`` from the body of ``GET /workers`` (objects with ``url`` and
     ``is_healthy``, or plain URL strings, which count as healthy). Raises ValueError on anything else."""
-    doc = json.loads(text)
+    if not isinstance(text, (str, bytes)):
+        raise ValueError('no answer')
+    try:
+        doc = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError('not JSON (nested too deep)') from exc
     items = doc.get('workers') if isinstance(doc, dict) else doc
     if not isinstance(items, list):
         raise ValueError('no "workers" list in the answer')

@@ -64,7 +64,11 @@ def execute(argv, timeout=DEFAULT_TIMEOUT, env=None):
 
 
 def kill_group(proc):
-    """SIGKILL the process group the command leads (it was started in its own session), then the command."""
+    """SIGKILL the process group the command leads (it was started in its own session), then the command. Only a
+    process of ours that was not reaped yet (its pid cannot have been reused) and whose pid is above 1: ``killpg(0)``
+    would signal the module's own group, and ``killpg(1)`` init's."""
+    if not isinstance(proc.pid, int) or proc.pid <= 1 or proc.returncode is not None:
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:

@@ -8,6 +8,7 @@ defined once (Python 3.8+, standard library only).
 - :data:`MAX_DEVICE_ID`: the NPU ids of one node. :data:`NAME_RE`: the names that name a unit (an instance, an
   etcd member, the etcd cluster token). :func:`is_port`: a TCP port.
 - :data:`WILDCARD_ADDRESSES`, :func:`is_wildcard`, :func:`is_loopback`: what a listen address means.
+- :func:`address_problem`: what a listen or peer address carries that is not a host (a port, a scheme, ...).
 - :func:`probe_host` (where a server is polled from its own host) and :func:`reach_address` (where another host
   reaches it): the two address rules. :func:`format_host_port` and :func:`base_url` write an endpoint.
 - The default ports of the services whose modules have one (:data:`ROUTER_PORT`, :data:`ROUTER_PROMETHEUS_PORT`,
@@ -95,6 +96,54 @@ def is_loopback(address):
         return False
     mapped = getattr(ip, 'ipv4_mapped', None)
     return ip.is_loopback or bool(mapped is not None and mapped.is_loopback)
+
+
+_HOST_NAME = re.compile(r'^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})$')
+_PORT_TAIL = re.compile(r'^(.*):(\d*)$')
+
+
+def address_problem(address):
+    """'' when ``address`` is one host: an IPv4 address, an IPv6 address (bare or in brackets, with a zone), a host
+    name, or a wildcard of :data:`WILDCARD_ADDRESSES` (None and '' too: the caller decides whether none is
+    allowed); else what it carries besides (``a port (:8000)``, ``a scheme``, ``a path``, ``a blank``, ...). The
+    one rule of every listen or peer address option: a port there would be written into a command line (``--host
+    127.0.0.1:8000``, ``http://[127.0.0.1:2380]:2380``) that the server refuses only at its start."""
+    text = '' if address is None else str(address)
+    if is_wildcard(text) and text == text.strip():
+        return ''
+    if not text.strip():
+        return 'only blanks'
+    if any(c.isspace() for c in text):
+        return 'a blank'
+    if '://' in text:
+        return 'a scheme (%s://)' % text.split('://', 1)[0]
+    if '/' in text:
+        return 'a path or a prefix length (/%s)' % text.split('/', 1)[1]
+    if text.startswith('['):
+        inner, sep, rest = text[1:].partition(']')
+        if not sep:
+            return 'a "[" without its "]"'
+        if rest:
+            port = _PORT_TAIL.match(rest)
+            return 'a port (%s)' % rest if port and not port.group(1) else 'text after its "]" (%s)' % rest
+        return '' if _is_ipv6(inner) else 'a bracket around something that is not an IPv6 address'
+    if ':' in text:
+        if _is_ipv6(text):
+            return ''
+        port = _PORT_TAIL.match(text)
+        if port and text.count(':') == 1:
+            return 'a port (:%s)' % port.group(2)
+        return 'a ":" (an address is an IPv4 address, an IPv6 address or a host name)'
+    if text.startswith('-') or not _HOST_NAME.match(text):
+        return 'characters no host name has'
+    return ''
+
+
+def _is_ipv6(text):
+    try:
+        return ipaddress.ip_address(text.split('%', 1)[0]).version == 6
+    except ValueError:
+        return False
 
 
 def probe_host(address):

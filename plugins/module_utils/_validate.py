@@ -20,6 +20,7 @@ import os
 import re
 import stat
 
+from ansible_collections.ascend.kvpool.plugins.module_utils import _shared
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 
 try:
@@ -68,6 +69,22 @@ def ipv4_address(value, option):
         raise KvpoolError('%s=%r is not an IPv4 address (for example 29.1.2.81): use the NPU port address that '
                           'hccn_tool -ip -g prints' % (option, text)) from exc
     return text
+
+
+def host_address(value, option, port_option=None, example='172.31.250.11', empty=True):
+    """A listen or peer address: one host (:func:`_shared.address_problem`: an IP address, IPv6 bare or in
+    brackets, or a host name; a wildcard, or none when ``empty``), never ``host:port``, a URL or a blank. Returns it
+    as given; a KvpoolError names the option, what the value carries and the fix (``port_option``: where the port
+    goes)."""
+    text = '' if value is None else str(value)
+    if not text.strip() and not empty:
+        raise KvpoolError('%s is empty: give the address (for example %s)' % (option, example))
+    problem = _shared.address_problem(text)
+    if problem:
+        where = ('; the port is set with %s' % port_option) if port_option else ''
+        raise KvpoolError('%s=%r is not one address, it has %s: give the address alone (for example %s)%s'
+                          % (option, text, problem, example, where))
+    return value
 
 
 def int_range(value, option, low, high=None, why=''):

@@ -124,6 +124,10 @@ def _number(value):
     return value
 
 
+# The flags whose value is one address (no port, no scheme: _validate.host_address).
+ADDRESS_FLAGS = ('host',)
+
+
 def check_serve_flag(name, value, option=None, unset=UNSET):
     """The value of flag ``name`` (a whole number, a number or text, as the table says), checked against the
     table's range; None and '' are "unset" (vLLM's default) and come back as None. A whole number given as text
@@ -142,6 +146,8 @@ def check_serve_flag(name, value, option=None, unset=UNSET):
         if isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         return _validate.number_range(value, option, low=flag.low, high=flag.high, above=flag.above, why=why)
+    if name in ADDRESS_FLAGS:  # --host 127.0.0.1:8000 is read by vLLM only at its start
+        return str(_validate.host_address(str(value), option, 'port', example='172.31.250.11'))
     return str(value)
 
 
@@ -355,11 +361,11 @@ def parse_models(body):
     """Model ids listed by a ``GET /v1/models`` answer (OpenAI list format); [] when it is not one."""
     try:
         doc = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):
         return []
     if not isinstance(doc, dict) or not isinstance(doc.get('data'), list):
         return []
-    return [str(m.get('id')) for m in doc['data'] if isinstance(m, dict) and m.get('id') is not None]
+    return [m['id'] for m in doc['data'] if isinstance(m, dict) and isinstance(m.get('id'), str)]
 
 
 # Where the health polls connect (all addresses -> loopback), and ``host:port`` of an endpoint (IPv6 in brackets):

@@ -48,7 +48,7 @@ options:
     required: true
   address:
     description: This node's address; the member listens on it for peers and clients (and on C(127.0.0.1) for
-      clients).
+      clients). One address, no port (the ports are O(client_port) and O(peer_port)).
     type: str
     required: true
   client_port:
@@ -152,7 +152,8 @@ options:
     default: /usr/bin/etcdctl
   extra_args:
     description: More C(etcd) flags, one per item. Flags the module writes (names, URLs, the initial cluster, the
-      data directory) and client TLS or auth are refused.
+      data directory) and client TLS or auth (C(--auto-tls), C(--cert-file), C(--trusted-ca-file), ...) are
+      refused, and so are the same flags set through O(env) (C(ETCD_AUTO_TLS), ...).
     type: list
     elements: str
     default: []
@@ -311,6 +312,12 @@ def check_params(p):
         raise KvpoolError('extra_args: %s sets %s, which this module writes itself or which Mooncake\'s etcd client '
                           'cannot use (client TLS, auth); use the module option instead'
                           % (str(managed[0]).split('=', 1)[0], managed[1]))
+    managed = _etcd.managed_env_in(p['env'])
+    if managed:
+        raise KvpoolError('env: %s sets %s, which this module writes itself or which Mooncake\'s etcd client cannot '
+                          'use (client TLS, auth); remove it (kvpool_etcd_environment)' % managed)
+    if p['state'] != 'stopped':
+        _validate.host_address(p['address'], 'address', 'client_port and peer_port', empty=False)
     members = [dict(name=str(m['name']), address=str(m['address']).strip(), peer_port=int(m['peer_port']),
                     client_port=int(m['client_port'])) for m in p['members']]
     problem = _etcd.members_problem(members)

@@ -182,7 +182,7 @@ options:
         task fails naming it.
     type: path
   aisbench_timeout:
-    description: Seconds the C(ais_bench) run may take.
+    description: Seconds the C(ais_bench) run may take, at least 1 (C(timeout) kills it after them).
     type: int
     default: 3600
   variable_prefix:
@@ -408,10 +408,12 @@ def check_params(params):
             raise KvpoolError('%s must be at least 1 (got %d)' % (key, params[key]))
     if params['input_tokens'] < 8:
         raise KvpoolError('input_tokens must be at least 8 (got %d)' % params['input_tokens'])
-    if params['request_timeout'] <= 0:
-        raise KvpoolError('request_timeout must be above 0 seconds (got %s)' % params['request_timeout'])
-    if params['temperature'] < 0:
-        raise KvpoolError('temperature must be 0 or above (got %s)' % params['temperature'])
+    # NaN passes a plain "<= 0" test (every comparison with it is false): a timeout of NaN would never end.
+    _validate.number_range(params['request_timeout'], 'request_timeout', above=0, why='seconds')
+    _validate.number_range(params['temperature'], 'temperature', low=0)
+    # timeout(1) refuses a negative duration only after the step started, and 0 means no limit at all to it.
+    _validate.int_range(params['aisbench_timeout'], 'aisbench_timeout', 1, None,
+                        'seconds of the whole ais_bench run; the role\'s kvpool_benchmark_aisbench_timeout')
     for name in sorted(params['metrics_urls'] or {}):
         params['metrics_urls'][name] = _validate.http_url(params['metrics_urls'][name], 'metrics_urls.%s' % name)
     if params['shared_prefixes'] < 0 or params['shared_prefixes'] > params['num_requests']:

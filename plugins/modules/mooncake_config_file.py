@@ -58,12 +58,17 @@ options:
     choices: [present, absent]
     default: present
   mode:
-    description: Mode of the file (octal string). It is world-readable by default, as vllm-ascend reads it.
-    type: str
+    description:
+      - Mode of the file, an octal string in quotes (C("0644")). It is world-readable by default, as vllm-ascend
+        reads it.
+      - A number is refused - YAML reads an unquoted C(0644) as the number 420, which cannot be told from the
+        mode C(0420).
+    type: raw
     default: '0644'
   directory_mode:
-    description: Mode of the directory when the module makes it (an existing directory keeps its mode).
-    type: str
+    description: Mode of the directory when the module makes it (an existing directory keeps its mode); an octal
+      string in quotes, as O(mode).
+    type: raw
     default: '0755'
   proof:
     description:
@@ -141,6 +146,7 @@ master_connect:
 """
 
 import hashlib
+import math
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
@@ -205,14 +211,41 @@ def not_ours(path, why):
 
 
 def _mode(module, name):
+    """The file mode of option ``name``: an octal string (``"0644"``). A number is refused: YAML reads an unquoted
+    ``0644`` as the octal number 420, which arrives here as 420, indistinguishable from a mode written ``420``
+    (0o420, the owner unable to write)."""
     text = module.params[name]
+    if isinstance(text, int) and not isinstance(text, bool):
+        raise KvpoolError('%s is the number %d, not an octal string: YAML reads an unquoted 0644 as the number %d, '
+                          'which cannot be told from the mode 0%d. Quote it: %s: "0644"'
+                          % (name, text, 0o644, text, name))
+    if not isinstance(text, str):
+        raise KvpoolError('%s is %r (a %s), not an octal string: quote the mode, %s: "0644"'
+                          % (name, text, type(text).__name__, name))
     try:
-        value = int(str(text), 8)
+        value = int(text.strip(), 8) if text.strip() else -1
     except ValueError:
         value = -1
     if not 0 <= value <= 0o7777:
         raise KvpoolError('%s is %r, which is not an octal file mode: give a string such as "0644"' % (name, text))
     return value
+
+
+def _non_finite(value, where='config'):
+    """The place (``config.a.b[2]``) of the first NaN or infinite number in a document, else ''."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite(item, '%s.%s' % (where, key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _non_finite(item, '%s[%d]' % (where, index))
+            if found:
+                return found
+    return ''
 
 
 def reach_ha_master(address, timeout):
@@ -238,13 +271,16 @@ def reach_ha_master(address, timeout):
     key = _etcd.master_view_key()
     status, body = http_status('http://%s/v3/kv/range' % healthy[0], timeout=timeout,
                                data=_etcd.range_request(key))
+    why = ''
     try:
         leader = _etcd.parse_range_value(body) if status == 200 else None
-    except ValueError:
-        leader = None
+    except ValueError as exc:  # a peer's garbage: named, never a traceback nor taken for "no leader"
+        leader, why = None, ': %s' % exc
     if leader is None:
-        raise KvpoolError('etcd at %s did not answer the read of %s (HTTP %s), so mooncake.json was not written'
-                          % (healthy[0], key, status or 'no answer'))
+        raise KvpoolError('etcd at %s did not answer the read of %s (HTTP %s%s), so mooncake.json was not written. '
+                          'Fix: check that %s is an etcd member (its client port, kvpool_etcd_client_port) and that '
+                          'it is healthy (etcdctl endpoint health)' % (healthy[0], key, status or 'no answer', why,
+                                                                       healthy[0]))
     if not leader:
         raise KvpoolError('no Mooncake master is leader in etcd (%s is empty), so mooncake.json was not written. '
                           'Fix: start the masters in HA mode (role ascend.kvpool.mooncake_master with '
@@ -342,6 +378,12 @@ def _run(module):
         return _remove(module, path)
     mode = _mode(module, 'mode')
     dir_mode = _mode(module, 'directory_mode')
+    bad = _non_finite(module.params['config'])
+    if bad:
+        # json.dumps would write NaN or Infinity, which no JSON reader (Mooncake's included) takes.
+        raise KvpoolError('%s is not a finite number (NaN or infinity), which JSON cannot hold, so mooncake.json was '
+                          'not written: give a number of bytes or a string (for example global_segment_size: '
+                          '"100GB" in the role)' % bad)
     try:
         text = config_text(module.params['config'])
     except (TypeError, ValueError) as exc:
@@ -379,8 +421,8 @@ def main():
             path=dict(type='path', required=True),
             config=dict(type='dict'),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
-            mode=dict(type='str', default='0644'),
-            directory_mode=dict(type='str', default='0755'),
+            mode=dict(type='raw', default='0644'),
+            directory_mode=dict(type='raw', default='0755'),
             proof=dict(type='path'),
             master=dict(type='str', default=''),
             connect_timeout=dict(type='float', default=3.0),

@@ -72,7 +72,7 @@ options:
   rpc_address:
     description:
       - Address the RPC server binds to (C(--rpc_address)); required by Mooncake in HA mode.
-      - Unset keeps Mooncake's default C(0.0.0.0).
+      - Unset keeps Mooncake's default C(0.0.0.0). One address, no port (the port is O(port)).
     type: str
   metrics_port:
     description: Port of the HTTP metrics and health server (C(--metrics_port)).
@@ -423,6 +423,12 @@ def check_params(module):
         raise KvpoolError('mooncake_version: %s' % exc) from exc
     if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
         raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
+    # A port in an address would reach the master's command line (--rpc_address=h:1), which it reads only at its
+    # start; the ports are options of their own.
+    for name, port_option in (('rpc_address', 'port'), ('metrics_address', 'metrics_port'),
+                              ('health_host', 'port and metrics_port')):
+        if p['state'] != 'stopped':  # a stop uses no address: a typo there must not keep the master running
+            _validate.host_address(p[name], name, port_option)
     check_service_params(p)
     env = _validate.environment(p['env'], 'env')
     return env

@@ -58,7 +58,7 @@ options:
     default: []
   connect_timeout:
     description:
-      - Seconds each TCP connection of O(connect) and each request of O(http) may take, above 0 and at most 300.
+      - Seconds each TCP connection of O(connect) and each request of O(http) may take, above 0 and at most 60.
       - For O(http) it bounds the whole request, from the connection to the last byte of the answer, so a server
         that answers one byte at a time is cut there (RV(http) status null). A redirect (3xx) is returned as its
         status and never followed.
@@ -561,6 +561,8 @@ def _run(module):
     bad = [port for port in p['ports'] if not is_port(port)]
     if bad:
         raise KvpoolError('ports must be TCP ports 1-65535, got %s' % bad)
+    _validate.number_range(p['connect_timeout'], 'connect_timeout', above=0, high=60,
+                           why='seconds; the role\'s preflight_connect_timeout')
     bad = [t for t in p['connect'] if not _valid_target(t)]
     if bad:
         raise KvpoolError('connect targets must be host:port (or [v6]:port), got %s' % bad)
@@ -568,7 +570,6 @@ def _run(module):
     if bad:
         raise KvpoolError('http: give http:// URLs, got %s' % bad)
     master_env = _validate.environment(p['mooncake_environment'], 'mooncake_environment')
-    _validate.number_range(p['connect_timeout'], 'connect_timeout', above=0, high=300, why='seconds')
     _validate.number_range(p['command_timeout'], 'command_timeout', above=0, high=3600, why='seconds')
     command_timeout = p['command_timeout']
     epoch = time.time()

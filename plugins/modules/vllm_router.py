@@ -56,7 +56,8 @@ options:
     type: path
     default: /opt/ascend-kvpool/vllm-router/bin/vllm-router
   host:
-    description: Address the router listens on (C(--host)); the node's own address in the role.
+    description: Address the router listens on (C(--host)); the node's own address in the role. One address, no
+      port (the port is O(port)).
     type: str
     default: 127.0.0.1
   port:
@@ -64,7 +65,7 @@ options:
     type: int
     default: 30000
   prometheus_host:
-    description: Address of the router's Prometheus metrics (C(--prometheus-host)).
+    description: Address of the router's Prometheus metrics (C(--prometheus-host)); one address, no port.
     type: str
     default: 127.0.0.1
   prometheus_port:
@@ -291,6 +292,11 @@ def check_params(p):
                           'kvpool-<name>; kvpool-vllm-* are the instances\' units)' % p['name'])
     for name in ('port', 'prometheus_port'):
         _validate.port(p[name], name)
+    if p['state'] != 'stopped':  # a stop uses no address: a typo there must not keep a router from stopping
+        # A port in an address would be written into --host and the unit would die at its start (left enabled).
+        _validate.host_address(p['host'], 'host', 'port', example='127.0.0.1', empty=False)
+        _validate.host_address(p['prometheus_host'], 'prometheus_host', 'prometheus_port', example='127.0.0.1',
+                               empty=False)
     if p['port'] == p['prometheus_port']:
         raise KvpoolError('port and prometheus_port are both %d; give them different ports' % p['port'])
     for name in ('worker_startup_check_interval', 'worker_startup_timeout', 'health_check_interval',

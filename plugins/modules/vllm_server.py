@@ -74,7 +74,7 @@ options:
       - C(--tensor-parallel-size), at least 1. When O(visible_devices) is given it must match their number.
     type: int
   host:
-    description: C(--host), the address the API server binds to.
+    description: C(--host), the address the API server binds to. One address, no port (the port is O(port)).
     type: str
   port:
     description: C(--port) of the API server, 1-65535. Required unless O(state=stopped).
@@ -396,10 +396,14 @@ def check_params(module):
     flags = p['serve_flags'] = dict(p['serve_flags'] or {})
     for flag in _vllm.SERVE_FLAGS:
         if flag.own:
+            if flag.name in _vllm.ADDRESS_FLAGS and p['state'] == 'stopped':
+                continue  # a stop uses no address: a typo there must not keep an instance from stopping
             p[flag.name] = _vllm.check_serve_flag(flag.name, p[flag.name], flag.name)
         else:
             flags[flag.name] = _vllm.check_serve_flag(flag.name, flags.get(flag.name), 'serve_flags.' + flag.name)
     check_service_params(p)
+    if p['state'] != 'stopped':
+        _validate.host_address(p['health_host'], 'health_host', 'port')
     env = _validate.environment(p['env'], 'env')
     _validate.env_names(p['path_prepend'] or {}, 'path_prepend')
     _vllm.check_kv_transfer_ports(p['kv_transfer_config'], 'kv_transfer_config')

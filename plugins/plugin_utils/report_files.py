@@ -11,6 +11,7 @@ __metaclass__ = type
 
 import errno
 import json
+import math
 import os
 import traceback
 from collections.abc import Mapping
@@ -66,11 +67,29 @@ def host_values(hostvars, var, hosts, keys=None):
     return out
 
 
+def finite_json(value):
+    """``value`` with every NaN or infinite number (a server's ``NaN`` gauge, a peer's ``Infinity``) replaced by
+    None: ``json.dumps`` would write them as ``NaN`` / ``Infinity``, which no strict JSON reader (``jq``,
+    JavaScript, Go) takes. Mappings, lists and tuples are walked; everything else is returned as it is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return dict((key, finite_json(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
+def json_text(report, default=None):
+    """The text of a JSON report: indented, sorted keys, NaN and infinity as null (:func:`finite_json`)."""
+    return json.dumps(finite_json(report), indent=2, sort_keys=True, default=default, allow_nan=False) + '\n'
+
+
 def write_json_report(path, report):
     """Write ``report`` as indented JSON to ``path`` (user and variables expanded, made absolute) with
     :func:`write_atomic`; returns the path written. Raises OSError/IOError."""
     path = os.path.abspath(os.path.expanduser(path))
-    write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + '\n')
+    write_atomic(path, json_text(report))
     return path
 
 

@@ -487,6 +487,9 @@ def plan_instances(instances, settings, host='this host'):
             role_values[key] = _rule(errors, host, _vllm.check_serve_flag, key, role_flags.get(ROLE_PREFIX + key),
                                      ROLE_PREFIX + key, _vllm.UNSET_ROLE)
         return role_values[key]
+    if settings.get('host_ip') and not role_stopped:  # VLLM_HOST_IP: an address, never host:port
+        _rule(errors, host, _validate.host_address, settings.get('host_ip'), 'vllm_instance_host_ip', None,
+              '172.31.250.11')
     ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
                                            settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
                                            settings.get('ld_library_path'))
@@ -550,6 +553,10 @@ def plan_instances(instances, settings, host='this host'):
             elif value is not None:
                 inst['serve_flags'][key] = value
         inst['host'] = raw.get('listen_host') or settings.get('listen_host') or None
+        if inst['host'] is not None and starts:  # the rule of vllm_server's host (one address, no port)
+            listen_option = 'listen_host' if raw.get('listen_host') else 'vllm_instance_listen_host'
+            if _rule(errors, where, _vllm.check_serve_flag, 'host', inst['host'], listen_option) is None:
+                inst['host'] = None
         if port:
             inst.update(instance_where(inst['host'], port, node_address))
         else:

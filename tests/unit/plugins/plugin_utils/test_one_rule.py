@@ -56,6 +56,8 @@ CASES = [
     ('NPU id negative', {'devices': [0, -1]}, {}, {'visible_devices': [0, -1]}, 'devices', 'visible_devices'),
     ('NPU listed twice', {'devices': [2, 3, 2]}, {}, {'visible_devices': [2, 3, 2]}, 'devices', 'visible_devices'),
     ('no NPU', {'devices': []}, {}, {'visible_devices': []}, 'devices', 'visible_devices'),
+    ('listen address with a port', {'listen_host': '172.31.250.11:8002'}, {}, {'host': '172.31.250.11:8002'},
+     'listen_host', 'host'),
     ('name', {'name': 'a b'}, {}, {'name': 'a b'}, 'name', 'name'),
     ('lookup_rpc_port', {'lookup_rpc_port': -1}, {},
      {'kv_transfer_config': {'kv_role': 'kv_both', 'kv_connector_extra_config': {'lookup_rpc_port': -1}}},

@@ -1,0 +1,159 @@
+# Copyright (c) ascend.kvpool contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A signal to the wrong process (issue 32): the failover drill's kill of the leader's master container
+(playbooks/drill_master_failover.yml) takes its pid from filter master_kill_target, which refuses a container that
+is not running (docker's State.Pid 0: ``kill -KILL 0`` killed Ansible's own worker), a pid of 1 or less, an answer
+about another container and a pid whose cgroup does not name the container. docker cannot run here: the answers are
+SIMULATED, in the shape of ``docker inspect`` (Docker 24). The one other signal of the node-side code, the
+parallel runner's kill of a command that timed out, never signals pid 0 or 1 or a process already reaped."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.ascend.kvpool.plugins.filter.etcd import master_kill_target
+from ansible_collections.ascend.kvpool.plugins.module_utils import _runner
+from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
+
+NAME = 'kvpool-mooncake-master'
+CID = '4f1e' * 16
+PLAYBOOK = Path(__file__).resolve().parents[4] / 'playbooks' / 'drill_master_failover.yml'
+
+
+def inspected(running=True, pid=4321, status=None, name=NAME, rc=0, **state):
+    """A registered ``docker inspect NAME`` result (rc, stdout, stderr) of a container in the given state."""
+    doc = {'Id': CID, 'Name': '/' + name, 'State': dict({
+        'Status': status or ('running' if running else 'exited'), 'Running': running, 'Paused': False,
+        'Restarting': False, 'OOMKilled': False, 'Dead': False, 'Pid': pid, 'ExitCode': 0 if running else 137,
+        'StartedAt': '2026-12-05T17:00:00.1Z', 'FinishedAt': '0001-01-01T00:00:00Z'}, **state)}
+    return {'rc': rc, 'stdout': json.dumps([doc]), 'stderr': '', 'changed': False}
+
+
+CGROUP = '0::/system.slice/docker-%s.scope\n' % CID
+
+
+def test_a_container_that_is_not_running_is_never_signalled():
+    # What Docker reports for a stopped container: Running false, Pid 0. kill -KILL 0 is the session's own group.
+    with pytest.raises(AnsibleFilterError) as err:
+        master_kill_target(inspected(running=False, pid=0), NAME)
+    assert_names(str(err.value), NAME, 'exited', 'State.Pid 0', 'nothing was killed', 'site.yml')
+
+
+@pytest.mark.parametrize('state', [dict(running=True, status='paused', Paused=True),
+                                   dict(running=True, status='restarting', Restarting=True),
+                                   dict(running=False, pid=4321, status='created')])
+def test_a_paused_restarting_or_created_container_is_never_signalled(state):
+    with pytest.raises(AnsibleFilterError) as err:
+        master_kill_target(inspected(**state), NAME)
+    assert_names(str(err.value), NAME, state['status'], 'nothing was killed')
+
+
+@pytest.mark.parametrize('pid', [0, 1, -1, True, '4321', None, 2.5])
+def test_a_pid_of_one_or_less_or_not_a_number_is_never_signalled(pid):
+    with pytest.raises(AnsibleFilterError) as err:
+        master_kill_target(inspected(pid=pid), NAME)
+    assert_names(str(err.value), NAME, repr(pid), 'nothing was killed')
+
+
+@pytest.mark.parametrize('result, names', [
+    ({'rc': 1, 'stdout': '[]', 'stderr': 'Error: No such object: %s' % NAME}, ['rc 1', 'No such object']),
+    ({'skipped': True}, ['did not run']),
+    ({'rc': 0, 'stdout': 'garbage'}, ['printed no JSON']),
+    ({'rc': 0, 'stdout': '[]'}, ['did not describe one container']),
+    (inspected(name='other'), ["'other'", 'not %s' % NAME]),
+])
+def test_a_failed_or_foreign_inspect_is_never_signalled(result, names):
+    with pytest.raises(AnsibleFilterError) as err:
+        master_kill_target(result, NAME)
+    assert_names(str(err.value), NAME, 'nothing was killed', *names)
+
+
+def test_the_running_containers_process_is_the_target_once_its_cgroup_names_the_container():
+    assert master_kill_target(inspected(), NAME) == {'pid': 4321, 'id': CID}
+    assert master_kill_target(inspected(), NAME, cgroup={'rc': 0, 'stdout': CGROUP}) == {'pid': 4321, 'id': CID}
+    v1 = '12:pids:/docker/%s\n11:memory:/docker/%s\n' % (CID, CID)  # cgroup v1, the cgroupfs driver
+    assert master_kill_target(inspected(), NAME, cgroup=v1)['pid'] == 4321
+
+
+@pytest.mark.parametrize('cgroup, names', [
+    ({'rc': 0, 'stdout': '0::/user.slice/user-0.slice/session-3.scope\n'}, ['is not a process of', 'ended']),
+    ({'rc': 1, 'stdout': '', 'stderr': 'cat: /proc/4321/cgroup: No such file or directory'}, ['is gone']),
+])
+def test_a_pid_that_is_no_longer_the_containers_is_never_signalled(cgroup, names):
+    with pytest.raises(AnsibleFilterError) as err:
+        master_kill_target(inspected(), NAME, cgroup=cgroup)
+    assert_names(str(err.value), 'pid 4321', NAME, 'nothing was killed', 'run the drill again', *names)
+
+
+LEAF = st.none() | st.booleans() | st.integers(min_value=-5, max_value=10 ** 6) | st.floats() | st.text(max_size=8)
+STATE = st.fixed_dictionaries({}, optional=dict((k, LEAF) for k in ('Running', 'Pid', 'Paused', 'Restarting',
+                                                                     'Status')))
+DOC = st.fixed_dictionaries({'Name': st.sampled_from(['/' + NAME, NAME, '/other']) | LEAF,
+                             'Id': st.just(CID) | LEAF, 'State': STATE | LEAF})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.lists(DOC, min_size=1, max_size=2), DOC, LEAF), st.none() | st.just(CGROUP) | st.text(max_size=20))
+def test_whatever_docker_prints_the_target_is_a_running_pid_above_1_or_an_error(doc, cgroup):
+    try:
+        target = master_kill_target({'rc': 0, 'stdout': json.dumps(doc)}, NAME, cgroup=cgroup)
+    except AnsibleFilterError:
+        return
+    state = doc[0]['State']
+    assert isinstance(target['pid'], int) and not isinstance(target['pid'], bool) and target['pid'] > 1
+    assert state['Running'] is True and state['Pid'] == target['pid'] and target['id'] == CID
+    assert cgroup is None or CID in cgroup
+
+
+def test_the_drill_signals_only_the_checked_pid_of_the_container():
+    plays = yaml.safe_load(PLAYBOOK.read_text())
+    tasks = [t for play in plays for t in play.get('tasks') or []]
+    kill = [t for t in tasks if t['name'].startswith('Kill the leader')]
+    assert len(kill) == 1
+    container = kill[0]['vars']['kvpool_drill__container']
+    text = PLAYBOOK.read_text()
+    assert '.State.Pid' not in text and 'docker inspect --format' not in text  # no pid taken unchecked
+    assert 'master_kill_target' in kill[0]['vars']['kvpool_drill__target']
+    assert 'cgroup=kvpool_drill__cgroup' in kill[0]['vars']['kvpool_drill__target']
+    # the cgroup is checked once more by the command that signals, and the pid is the filter's
+    assert container[:2] == ['sh', '-c'] and 'grep -qF' in container[2] and 'kill -KILL "$2"' in container[2]
+    assert container[4:] == ['{{ kvpool_drill__target.id }}', '{{ kvpool_drill__target.pid }}']
+    assert kill[0]['vars']['kvpool_drill__unit'] == ['systemctl', 'kill', '-s', 'KILL', 'kvpool-mooncake-master']
+
+
+class _Proc(object):
+    def __init__(self, pid, returncode=None):
+        self.pid = pid
+        self.returncode = returncode
+        self.killed = False
+
+    def kill(self):
+        self.killed = True
+
+
+@pytest.mark.parametrize('pid, returncode', [(0, None), (1, None), (-1, None), (4321, 0), (4321, -9)])
+def test_the_runner_never_signals_pid_0_or_1_or_a_reaped_process(monkeypatch, pid, returncode):
+    sent = []
+    monkeypatch.setattr(_runner.os, 'killpg', lambda group, sig: sent.append((group, sig)))
+    proc = _Proc(pid, returncode)
+    _runner.kill_group(proc)
+    assert sent == [] and not proc.killed
+
+
+def test_the_runner_kills_the_group_of_its_own_running_command(monkeypatch):
+    sent = []
+    monkeypatch.setattr(_runner.os, 'killpg', lambda group, sig: sent.append((group, sig)))
+    proc = _Proc(4321)
+    _runner.kill_group(proc)
+    assert sent == [(4321, signal.SIGKILL)] and proc.killed
