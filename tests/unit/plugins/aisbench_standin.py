@@ -74,6 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
             server.max_active = max(server.max_active, server.active)
             server.prompts.append(body['messages'][0]['content'])
             server.auth.append(self.headers.get('Authorization'))
+        done = False
         try:
             self.send_response(200)
             self.send_header('Content-Type', 'text/event-stream')
@@ -84,11 +85,17 @@ class _Handler(BaseHTTPRequestHandler):
                 event = {'choices': [{'index': 0, 'delta': {'content': 'tok%d ' % n}}]}
                 self._chunk(b'data: ' + json.dumps(event).encode() + b'\n\n')
                 time.sleep(0.002)
+            # The request ends here for the count: before [DONE], which lets the client send its next request on a
+            # new connection (a new handler thread), so that one can never be counted while this one still is.
+            with server.lock:
+                server.active -= 1
+                done = True
             self._chunk(b'data: [DONE]\n\n')
             self._chunk(b'')
         finally:
-            with server.lock:
-                server.active -= 1
+            if not done:
+                with server.lock:
+                    server.active -= 1
 
 
 class FakeServer(object):
