@@ -203,12 +203,12 @@ def test_ttft_agrees_with_a_known_server_delay(server, api):
     """The server waits a KNOWN time before its first content chunk: the measured TTFT must agree within a few
     milliseconds, and E2E / TPOT must reflect the known gaps between tokens. The reference is what the server
     really waited (it records it; a loaded machine oversleeps a little), which is at least the injected delay.
-    Scheduling noise of a busy machine only ever adds time, so each case gets up to 3 tries and the best counts
+    Scheduling noise of a busy machine only ever adds time, so each case gets up to 6 tries and the best counts
     (the TPOT bound too: a first chunk read late shortens the measured span after it)."""
     srv, url = server
     cases = [(150, 20), (60, 5), (300, 0)]
     best = {}
-    for attempt in range(3):
+    for attempt in range(6):
         prompts = ['delay=%d gap=%d try%d' % (delay, gap, attempt) for delay, gap in cases]
         results, _wall = _loadgen.run_load(url, 'm', prompts, concurrency=1, max_tokens=6, api=api, timeout=30)
         for res, prompt, case in zip(results, prompts, cases):
@@ -221,12 +221,14 @@ def test_ttft_agrees_with_a_known_server_delay(server, api):
                 best[case] = (error, res, waited)
         if all(b[0] < 5.0 for b in best.values()):
             break
+    # Within 10 ms of what the server did: a client that timed the wrong event (the headers, [DONE]) is off by the
+    # delay (60-300 ms); the best of 6 tries on a machine busy with two make jobs was 5.6 ms off (rehearsal 8).
     for (delay, gap), (error, res, waited) in sorted(best.items()):
-        assert error < 5.0, (res, waited)
-        assert res['tpot_ms'] >= gap - 2.0, (res, waited)  # a late first chunk (a busy client) shortens the span
+        assert error < 10.0, (res, waited)
+        assert res['tpot_ms'] >= gap - 4.0, (res, waited)  # a late first chunk (a busy client) shortens the span
         assert res['ttft_ms'] - delay < 25.0, (res['ttft_ms'], delay)  # and near the nominal delay
-        assert abs(res['tpot_ms'] - (waited['done_ms'] - waited['first_ms']) / 5) < 2.0, (res, waited)
-    assert srv.requests in (3, 6, 9)
+        assert abs(res['tpot_ms'] - (waited['done_ms'] - waited['first_ms']) / 5) < 4.0, (res, waited)
+    assert srv.requests in (3, 6, 9, 12, 15, 18)  # 3 cases a try
 
 
 def test_closed_loop_concurrency_and_keep_alive(server):
@@ -240,9 +242,10 @@ def test_closed_loop_concurrency_and_keep_alive(server):
     assert summary['requests'] == 12 and summary['succeeded'] == 12 and summary['failed'] == 0
     assert summary['short_outputs'] == []
     assert 30 < summary['ttft_ms']['median'] < 60
-    # 4 workers busy the whole step: about 4 in flight on average (a little less: the gaps between requests)
+    # 4 workers busy the whole step: about 4 in flight on average (less: the gaps between requests, more so on a
+    # busy machine)
     assert summary['concurrency']['requested'] == 4
-    assert 3.0 < summary['concurrency']['achieved'] <= 4.05, summary['concurrency']
+    assert 2.0 < summary['concurrency']['achieved'] <= 4.05, summary['concurrency']
     assert all(r['end_s'] >= r['start_s'] for r in results)
 
 
