@@ -197,29 +197,37 @@ def _gib_size(value):
     return '%d GiB' % (value // int(GIB)) if value % int(GIB) == 0 else _gib(value)
 
 
-def memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0):
+def memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0, buffer_ranks=None):
     """Bytes of host memory a node's share of the pool needs: every TP rank of every instance (``tp_sizes``: the
     tensor parallel size of each instance) runs its own Mooncake store client, which registers a global segment and
-    a local buffer in host DRAM; plus the reserve kept free beside the pool."""
+    a local buffer in host DRAM; plus the reserve kept free beside the pool. ``buffer_ranks``: how many of those
+    ranks register the local buffer (None: all; fabric memory, ``ASCEND_ENABLE_USE_FABRIC_MEM=1``, registers none at
+    every release: mooncake_backend.py passes ``local_buffer_size=0``)."""
     ranks = sum(int(tp) for tp in tp_sizes or [])
-    return ranks * (int(segment_bytes or 0) + int(buffer_bytes or 0)) + int(reserve_bytes or 0)
+    buffers = ranks if buffer_ranks is None else min(int(buffer_ranks), ranks)
+    return ranks * int(segment_bytes or 0) + buffers * int(buffer_bytes or 0) + int(reserve_bytes or 0)
 
 
-def memory_shortfall(mem_total, tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0):
+def memory_shortfall(mem_total, tp_sizes, segment_bytes, buffer_bytes, reserve_bytes=0, buffer_ranks=None):
     """'' when :func:`memory_needed` fits in ``mem_total`` (bytes, /proc/meminfo's MemTotal); otherwise what does
     not fit, for the operator: ``2 instance(s) x TP 4 x (global_segment_size 100 GiB + local_buffer_size 1 GiB) +
     reserve 8 GiB needs 816.0 GiB, but MemTotal is 23.5 GiB`` (``with 6 TP rank(s) in all`` instead of ``x TP 4``
-    when the instances' TP sizes differ). The caller adds the host and the fix naming its own variables."""
+    when the instances' TP sizes differ; ``local_buffer_size ... on N rank(s)`` when fabric memory spares the
+    others, see ``buffer_ranks``). The caller adds the host and the fix naming its own variables."""
     tp_sizes = [int(tp) for tp in tp_sizes or []]
-    needed = memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes)
+    needed = memory_needed(tp_sizes, segment_bytes, buffer_bytes, reserve_bytes, buffer_ranks)
     if needed <= int(mem_total):
         return ''
     if tp_sizes and len(set(tp_sizes)) == 1:
         ranks = 'x TP %d' % tp_sizes[0]
     else:
         ranks = 'with %d TP rank(s) in all' % sum(tp_sizes)
-    return ('%d instance(s) %s x (global_segment_size %s + local_buffer_size %s) + reserve %s needs %s, '
-            'but MemTotal is %s' % (len(tp_sizes), ranks, _gib_size(segment_bytes), _gib_size(buffer_bytes),
+    buffer = 'local_buffer_size %s' % _gib_size(buffer_bytes)
+    if buffer_ranks is not None and int(buffer_ranks) < sum(tp_sizes):
+        buffer += (' on %d rank(s) only: ASCEND_ENABLE_USE_FABRIC_MEM=1 registers none'
+                   % min(int(buffer_ranks), sum(tp_sizes)))
+    return ('%d instance(s) %s x (global_segment_size %s + %s) + reserve %s needs %s, '
+            'but MemTotal is %s' % (len(tp_sizes), ranks, _gib_size(segment_bytes), buffer,
                                     _gib_size(reserve_bytes), _gib(needed), _gib(int(mem_total))))
 
 
@@ -230,9 +238,11 @@ def check_memory(record):
     started = _started(record)
     if not total or not started or not mem:
         return []
-    shortfall = memory_shortfall(
-        total, [i.get('tensor_parallel_size') or len(i.get('devices') or []) for i in started],
-        mem.get('segment_bytes'), mem.get('local_buffer_bytes'), mem.get('reserve_bytes'))
+    tp_sizes = [i.get('tensor_parallel_size') or len(i.get('devices') or []) for i in started]
+    buffer_ranks = sum(int(tp) for i, tp in zip(started, tp_sizes)
+                       if str((i.get('env') or {}).get('ASCEND_ENABLE_USE_FABRIC_MEM')) != '1')
+    shortfall = memory_shortfall(total, tp_sizes, mem.get('segment_bytes'), mem.get('local_buffer_bytes'),
+                                 mem.get('reserve_bytes'), buffer_ranks)
     if not shortfall:
         return []
     return [_finding(
@@ -717,7 +727,29 @@ def check_versions(record):
                               'vllm-ascend %s needs' % (declared, floor, release),
                               'Install Mooncake %s or later (ascend.kvpool.mooncake_install: mooncake-transfer-engine-'
                               'npu), and declare it in mooncake_master_mooncake_version.' % floor))
+    found.extend(upstream_reports(record))
     return found
+
+
+def upstream_reports(record):
+    """Open-ended upstream reports about the declared combination, as a warning that says what upstream says and
+    no more. Mooncake #3749 (closed, no maintainer answer or fix visible): on 910B (A2), Mooncake 0.3.12.post1 with
+    vllm-ascend v0.25.0, put succeeded and transfers failed, with ASCEND_BUFFER_POOL=0:0 and
+    HCCL_INTRA_ROCE_ENABLE=1 set by the reporter (not a prescribed fix; 0:0 is Mooncake's default)."""
+    host, profile, req = record['host'], _profile(record), _requirements(record)
+    declared = str((record.get('master') or {}).get('mooncake_version') or '')
+    if (not _started(record) or req.get('line') != 'v0.25' or (profile.get('npu_type') or 'a2') != 'a2'
+            or not (compare_versions(declared, '0.3.12') in (0, 1) and compare_versions(declared, '0.3.13') == -1)):
+        return []
+    return [_finding(
+        host, 'versions', 'Mooncake %s (mooncake_master_mooncake_version) with vllm-ascend %s on A2: Mooncake issue '
+        '#3749 reports put succeeding and transfers failing with Mooncake 0.3.12.post1 and vllm-ascend v0.25.0 on '
+        '910B over device RoCE, with ASCEND_BUFFER_POOL=0:0 and HCCL_INTRA_ROCE_ENABLE=1 set by the reporter; the '
+        'issue is closed without a maintainer\'s answer or a fix, and upstream prescribes no setting for it'
+        % (declared, profile.get('version') or req.get('line')),
+        'Nothing to set from upstream: ASCEND_BUFFER_POOL=0:0 is the same as unset (Mooncake\'s default). The '
+        'images of vllm-ascend v0.25 ship Mooncake 0.3.11.post1; if the pool probe shows puts without gets, try '
+        'that release (mooncake_install) and declare it in mooncake_master_mooncake_version.', 'warning')]
 
 
 def check_glibc(record):
@@ -760,7 +792,7 @@ def hugepages_needed(record):
         except (TypeError, ValueError):
             return 0, ''
     roce = any(str((i.get('env') or {}).get('HCCL_INTRA_ROCE_ENABLE')) == '1' for i in started)
-    if pool.get('protocol', 'ascend') != 'ascend' or profile.get('reads_ascend_buffer_pool', True) or not roce:
+    if pool.get('protocol', 'ascend') != 'ascend' or not profile.get('roce_direct') or not roce:
         return 0, ''
     ranks = sum(int(i.get('tensor_parallel_size') or len(i.get('devices') or [])) for i in started)
     segment = int((record.get('memory') or {}).get('segment_bytes') or 0)
@@ -865,9 +897,10 @@ def check_adxl_ports(record):
 
 def check_hccl_roce(record):
     """v0.23+ with protocol ascend on A2 NPUs (npu-smi's 910B chips, or vllm_instance_npu_type a2) without
-    HCCL_INTRA_ROCE_ENABLE=1: puts succeed and transfers fail (Mooncake #3749)."""
+    HCCL_INTRA_ROCE_ENABLE=1, which the tags' kv_pool.md call "Required by direct transmission scheme on 800 I/T A2
+    series" (v0.23.0 and v0.25.1rc1)."""
     host, profile = record['host'], _profile(record)
-    if (not profile or profile.get('reads_ascend_buffer_pool', True)
+    if (not profile or not profile.get('roce_direct')
             or _pool(record).get('protocol', 'ascend') != 'ascend'):
         return []
     chips = sorted(set(str(e.get('name') or '') for e in (record.get('npu') or {}).get('npus') or []
@@ -881,7 +914,8 @@ def check_hccl_roce(record):
         if str(value) != '1':
             found.append(_finding(
                 host, 'hccl_roce', 'instance %s runs on A2 NPUs (%s) with protocol ascend and vllm-ascend %s, but '
-                'HCCL_INTRA_ROCE_ENABLE is %s: puts succeed and transfers fail (Mooncake #3749)'
+                'HCCL_INTRA_ROCE_ENABLE is %s, which that release\'s kv_pool.md calls required for the direct '
+                'transfer on A2 (Mooncake\'s Ascend transport reads it as its RoCE switch)'
                 % (inst.get('name'), ', '.join(chips) or 'vllm_instance_npu_type a2', profile.get('version'),
                    'unset' if value in (None, '') else repr(str(value))),
                 'Set vllm_instance_npu_type: a2 (renders HCCL_INTRA_ROCE_ENABLE=1) and drop any other '

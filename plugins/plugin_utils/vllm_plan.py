@@ -20,17 +20,22 @@ setting                                read by             what the plan does
 ``mooncake_rpc_port``                  v0.11 only key; v0.12+ deprecated alias of ``lookup_rpc_port``
 ``lookup_rpc_port``                    v0.12+ (an IPC path name, unique per instance on a host)
 ``register_buffer``                    v0.11 only          rendered for v0.11 (guide: true), else warned
-``ASCEND_BUFFER_POOL`` (env)           before v0.23        rendered before v0.23 (guide: ``4:8``), else
-                                                           warned; v0.23+ gets ``HCCL_INTRA_ROCE_ENABLE=1``
-                                                           (A2) or ``ASCEND_ENABLE_USE_FABRIC_MEM=1`` (A3)
+``ASCEND_BUFFER_POOL`` (env)           Mooncake's Ascend   passed on at every release when the operator sets
+                                       transport, never    it; the default is the guide's ``4:8`` on A2 for
+                                       vllm-ascend         v0.22 only (``RELEASE_READS``)
+``ASCEND_ENABLE_USE_FABRIC_MEM``       vllm-ascend (every  ``1`` on A3 at every line (not with the operator's
+                                       line) and Mooncake  buffer pool on v0.22: Mooncake 0.3.9 refuses both)
+``HCCL_INTRA_ROCE_ENABLE``             Mooncake >= 0.3.10  ``1`` on A2 from v0.23
+                                       .post1, CANN HCCL
 ``kv_load_failure_policy`` (top)       every release       rendered when set (``recompute`` or ``fail``,
                                                            vLLM's default); ``recompute`` avoids failed
                                                            requests on ``-704`` (vllm-ascend #15060)
 ``use_layerwise``                      v0.23+: prefill     warned from v0.23 unless ``backend: memcache``
                                        side, memcache
-``LD_LIBRARY_PATH``                    every release       image: the toolkit's python site-packages; wheel
-                                                           (v0.23+ default): ``<site-packages>/mooncake``;
-                                                           source: ``/usr/local/lib``
+``LD_LIBRARY_PATH``                    the loader          image: the toolkit's python site-packages; wheel
+                                                           (v0.23+ default): ``<site-packages>/mooncake``,
+                                                           then ``<site-packages>`` where the tag's docs
+                                                           give it (before v0.26); source: ``/usr/local/lib``
 =====================================  ==================  ===============================================
 
 What each release needs on the node (pre-flight check ``versions``, :func:`release_requirements`): see
@@ -58,7 +63,13 @@ NEW_CONNECTOR_SINCE = (0, 12)
 OLD_CONNECTOR_DEPRECATED_SINCE = (0, 13)
 LOOKUP_RPC_PORT_SINCE = (0, 12)
 REGISTER_BUFFER_BEFORE = (0, 12)
-ASCEND_BUFFER_POOL_BEFORE = (0, 23)
+# The guide's ASCEND_BUFFER_POOL=4:8 is the default on A2 before v0.23 (the A2 tutorial of v0.22.1rc1, whose Mooncake
+# v0.3.9 does not read HCCL_INTRA_ROCE_ENABLE); from v0.23 A2 gets HCCL_INTRA_ROCE_ENABLE=1 (the tags' kv_pool.md).
+GUIDE_BUFFER_POOL_BEFORE = (0, 23)
+ROCE_DIRECT_SINCE = (0, 23)
+# vllm-ascend's docs export <site-packages>/mooncake from v0.26.0rc (#14551, #14681); v0.23.0 to v0.25.1rc1 plain
+# <site-packages>.
+DOCS_LD_MOONCAKE_SINCE = (0, 26)
 OLDEST_KNOWN = (0, 11)
 LAYERWISE_NEEDS_MEMCACHE_SINCE = (0, 23)
 MOONCAKE_WHEEL_SINCE = (0, 23)
@@ -81,6 +92,97 @@ RELEASES = (
     ((0, 25), {'line': 'v0.25', 'cann': '9.1.0', 'hdk': {'a2': '25.5', 'a3': '25.5'}, 'mooncake': '0.3.11.post1',
                'mooncake_install': 'wheel', 'glibc': '2.35'}),
 )
+
+# --- who reads what we render, per release line (docs/releases.md "Who reads what we render" holds the same rows,
+# tests/unit/plugins/plugin_utils/test_release_reads.py compares them) ---------------------------------------------
+# Each line is checked at one tag of vllm-ascend and the Mooncake its image ships (vllm-ascend Dockerfile
+# MOONCAKE_TAG: v0.3.9 at v0.22.1rc1, 0.3.11.post1 at v0.23.0 and v0.25.1rc1).
+RELEASE_TAGS = {'v0.22': ('v0.22.1rc1', 'v0.3.9'), 'v0.23': ('v0.23.0', 'v0.3.11.post1'),
+                'v0.25': ('v0.25.1rc1', 'v0.3.11.post1')}
+_BE = 'vllm_ascend/distributed/kv_transfer/kv_pool/ascend_store/backend/mooncake_backend.py'
+_DOC = 'docs/source/user_guide/feature_guide/kv_pool.md'
+_TUTORIAL = 'docs/source/tutorials/features/pd_colocated_mooncake_multi_instance.md'
+_ADT = 'mooncake-transfer-engine/src/transport/ascend_transport/ascend_direct_transport'
+_CLIENT = 'mooncake-store/src/client_service.cpp'
+# The line number of each read in mooncake_backend.py per line (v0.22, v0.23, v0.25).
+_BE_LINES = {
+    'metadata_server': (296, 306, 299), 'global_segment_size': (300, 310, 303), 'local_buffer_size': (302, 312, 305),
+    'protocol': (303, 313, 306), 'device_name': (304, 314, 307), 'master_server_address': (307, 317, 310),
+    'MOONCAKE_CONFIG_PATH': (316, 326, 319), 'get_ip': (102, 104, 104), 'fabric': (70, 71, 71),
+    'fabric_buffer_0': (137, 148, 141),
+}
+_LINES = ('v0.22', 'v0.23', 'v0.25')
+_JSON_RENDERED = {
+    'metadata_server': 'mooncake_config_metadata_server (P2PHANDSHAKE)',
+    'global_segment_size': 'mooncake_config_global_segment_size, in bytes',
+    'local_buffer_size': 'mooncake_config_local_buffer_size, in bytes (the release sets 0 with '
+                         'ASCEND_ENABLE_USE_FABRIC_MEM=1: %s:%s)',
+    'protocol': 'mooncake_config_protocol (ascend)',
+    'device_name': 'mooncake_config_device_name ("")',
+    'master_server_address': "the master host's mooncake_config_node_address:mooncake_config_master_port, or "
+                             'etcd://... with HA',
+}
+
+
+def _release_reads():
+    rows = []
+    for n, line in enumerate(_LINES):
+        tag, mooncake = RELEASE_TAGS[line]
+        vllm = 'vllm-ascend@%s:' % tag
+        for key in ('metadata_server', 'global_segment_size', 'local_buffer_size', 'protocol', 'device_name',
+                    'master_server_address'):
+            rendered = _JSON_RENDERED[key]
+            if key == 'local_buffer_size':
+                rendered = rendered % (_BE, _BE_LINES['fabric_buffer_0'][n])
+            rows.append((key, line, 'mooncake.json', 'vllm-ascend', '%s%s:%d' % (vllm, _BE, _BE_LINES[key][n]),
+                         rendered))
+        rows.append(('local_hostname', line, 'mooncake.json', 'nobody (the address is get_ip(), i.e. VLLM_HOST_IP)',
+                     '%s%s:%d' % (vllm, _BE, _BE_LINES['get_ip'][n]),
+                     'not written (mooncake_config_write_local_hostname: false)'))
+        rows.append(('MOONCAKE_CONFIG_PATH', line, 'environment', 'vllm-ascend',
+                     '%s%s:%d' % (vllm, _BE, _BE_LINES['MOONCAKE_CONFIG_PATH'][n]),
+                     'vllm_instance_mooncake_config_path'))
+        rows.append(('VLLM_HOST_IP', line, 'environment', "vLLM's get_ip(), called by vllm-ascend",
+                     '%s%s:%d' % (vllm, _BE, _BE_LINES['get_ip'][n]),
+                     "the node's data-plane address, mooncake_config_node_address (vllm_instance_host_ip, when "
+                     'set, must equal it)'))
+        if line == 'v0.22':
+            pool_source = 'Mooncake@%s:%s/ascend_direct_transport.cpp:259' % (mooncake, _ADT)
+            pool_rendered = ("the operator's value (vllm_instance_ascend_buffer_pool or the environment), else 4:8 "
+                             'on A2 (vllm-ascend@v0.22.1rc1:%s:219)' % _TUTORIAL)
+            roce_reader = 'CANN (HCCL); not Mooncake v0.3.9'
+            roce_source = 'vllm-ascend@v0.22.1rc1:%s:119' % _DOC
+            roce_rendered = "not rendered (the guide's A2 path is the buffer pool, which Mooncake v0.3.9 reads)"
+            fabric_rendered = "1 on A3, unless the operator sets ASCEND_BUFFER_POOL (Mooncake v0.3.9 refuses both)"
+            ld_source = 'vllm-ascend@v0.22.1rc1:%s:369' % _DOC
+            ld_rendered = '<site-packages> (image)'
+            fabric_client = 279
+        else:
+            pool_source = 'Mooncake@%s:%s/transfer_executor_base.cpp:105' % (mooncake, _ADT)
+            pool_rendered = "the operator's value only (vllm_instance_ascend_buffer_pool or the environment)"
+            roce_reader = 'Mooncake, and CANN (HCCL)'
+            roce_source = 'Mooncake@%s:%s/ascend_direct_transport.cpp:152' % (mooncake, _ADT)
+            roce_rendered = '1 on A2'
+            fabric_rendered = '1 on A3'
+            ld_source = 'vllm-ascend@%s:%s:%d' % (tag, _DOC, 356 if line == 'v0.23' else 354)
+            ld_rendered = ('<site-packages>/mooncake (our choice: the wheel\'s libraries), then <site-packages> '
+                           '(the tag\'s docs) (wheel)')
+            fabric_client = 451
+        rows.append(('ASCEND_BUFFER_POOL', line, 'environment', 'Mooncake (Ascend transport); never vllm-ascend',
+                     pool_source, pool_rendered))
+        rows.append(('HCCL_INTRA_ROCE_ENABLE', line, 'environment', roce_reader, roce_source, roce_rendered))
+        rows.append(('ASCEND_ENABLE_USE_FABRIC_MEM', line, 'environment', 'vllm-ascend and Mooncake (store client)',
+                     '%s%s:%d; Mooncake@%s:%s:%d' % (vllm, _BE, _BE_LINES['fabric'][n], mooncake, _CLIENT,
+                                                     fabric_client), fabric_rendered))
+        rows.append(('LD_LIBRARY_PATH', line, 'environment', 'the dynamic loader (documented by the tag)', ld_source,
+                     ld_rendered))
+    return tuple(rows)
+
+
+# (key or variable, release line, file, read by, source tag:path:line, what the collection renders).
+RELEASE_READS = _release_reads()
+# mooncake.json's local_hostname: read by no release line (only by v0.11.0rc0; v0.11.0rc1 on use get_ip()).
+READS_LOCAL_HOSTNAME = False
 
 OLD_CONNECTOR = 'MooncakeConnectorStoreV1'
 NEW_CONNECTOR = 'AscendStoreConnector'
@@ -121,13 +223,16 @@ def version_profile(version, npu_type='a2'):
         'old_connector_deprecated': mm >= OLD_CONNECTOR_DEPRECATED_SINCE,
         'rpc_port_key': 'lookup_rpc_port' if mm >= LOOKUP_RPC_PORT_SINCE else 'mooncake_rpc_port',
         'reads_register_buffer': mm < REGISTER_BUFFER_BEFORE,
-        'reads_ascend_buffer_pool': mm < ASCEND_BUFFER_POOL_BEFORE,
         'older_than_known': mm < OLDEST_KNOWN,
-        'transfer_env': {},
+        # ASCEND_BUFFER_POOL rendered without the operator's value (Mooncake reads a value set at every release).
+        'default_buffer_pool': GUIDE_ASCEND_BUFFER_POOL if mm < GUIDE_BUFFER_POOL_BEFORE and npu_type != 'a3' else None,
+        'roce_direct': mm >= ROCE_DIRECT_SINCE,
+        'docs_ld_plain_site': mm < DOCS_LD_MOONCAKE_SINCE,
+        # A3: fabric memory at every line (vllm-ascend reads ASCEND_ENABLE_USE_FABRIC_MEM from v0.22.1rc1); A2 from
+        # v0.23: the direct RoCE transfer.
+        'transfer_env': ({'ASCEND_ENABLE_USE_FABRIC_MEM': '1'} if npu_type == 'a3'
+                         else {'HCCL_INTRA_ROCE_ENABLE': '1'} if mm >= ROCE_DIRECT_SINCE else {}),
     }
-    if not profile['reads_ascend_buffer_pool']:
-        profile['transfer_env'] = ({'ASCEND_ENABLE_USE_FABRIC_MEM': '1'} if npu_type == 'a3'
-                                   else {'HCCL_INTRA_ROCE_ENABLE': '1'})
     profile['npu_type'] = npu_type
     profile['layerwise_needs_memcache'] = mm >= LAYERWISE_NEEDS_MEMCACHE_SINCE
     profile['requirements'] = release_requirements(mm, npu_type)
@@ -193,7 +298,10 @@ def render_ld_library_path(profile, install='', site_packages=ASCEND_LD_LIBRARY_
     ``install``: ``image`` (the toolkit python's site-packages, the guide), ``wheel`` (the
     mooncake-transfer-engine-npu wheel: its ``<site-packages>/mooncake`` directory holds the transport libraries),
     ``source`` (``make install`` to ``/usr/local/lib``), or '' for the declared release's way (wheel from v0.23).
-    ``extra`` entries follow, without duplicates."""
+    ``extra`` entries follow, without duplicates.
+
+    The wheel's ``<site-packages>/mooncake`` is the collection's choice: vllm-ascend's docs export it from v0.26.0rc
+    only; the docs of v0.23.0 to v0.25.1rc1 export plain ``<site-packages>`` (kv_pool.md), which follows it there."""
     warnings, errors = [], []
     install = install or profile['requirements']['mooncake_install']
     if install not in MOONCAKE_INSTALLS:
@@ -201,15 +309,13 @@ def render_ld_library_path(profile, install='', site_packages=ASCEND_LD_LIBRARY_
                       % (', '.join(MOONCAKE_INSTALLS), install))
         install = profile['requirements']['mooncake_install']
     site = str(site_packages or ASCEND_LD_LIBRARY_PATH).rstrip('/')
-    first = {'image': site, 'wheel': site + '/mooncake', 'source': SOURCE_LD_LIBRARY_PATH}[install]
-    out = [first]
+    out = {'image': [site], 'wheel': [site + '/mooncake'], 'source': [SOURCE_LD_LIBRARY_PATH]}[install]
+    if install == 'wheel' and profile.get('docs_ld_plain_site'):
+        out.append(site)
     for entry in extra or []:
         entry = str(entry)
         if entry and entry not in out:
             out.append(entry)
-    if install == 'wheel' and site in out[1:]:
-        warnings.append('LD_LIBRARY_PATH: %s is for Mooncake from the image; the mooncake-transfer-engine-npu wheel '
-                        'loads its transport libraries from %s, which is prepended' % (site, first))
     return out, warnings, errors
 
 
@@ -287,7 +393,6 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
                extra_env=None, where='vllm_instance'):
     """(environment dict, warnings, errors) of one instance for the declared version."""
     warnings, errors = [], []
-    version = profile['version']
     env = {}
     if not mooncake_config_path:
         errors.append('%s: MOONCAKE_CONFIG_PATH is empty: vLLM fails at start without it; set '
@@ -315,17 +420,26 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
         if ascend_buffer_pool in (None, ''):
             ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
         user.pop('ASCEND_BUFFER_POOL')
-    if profile['reads_ascend_buffer_pool']:
-        env['ASCEND_BUFFER_POOL'] = str(ascend_buffer_pool) if ascend_buffer_pool not in (None, '') \
-            else GUIDE_ASCEND_BUFFER_POOL
-    elif ascend_buffer_pool not in (None, ''):
-        warnings.append('%s: ASCEND_BUFFER_POOL=%s (vllm_instance_ascend_buffer_pool or the environment) is no longer '
-                        'read by vllm-ascend %s (removed in v0.23 in favour of %s, which is set instead); not rendered'
-                        % (where, ascend_buffer_pool, version, ', '.join('%s=%s' % kv for kv in
-                                                                         sorted(profile['transfer_env'].items()))))
-    env.update(profile['transfer_env'])
+    # Mooncake's Ascend transport reads ASCEND_BUFFER_POOL at every release (vllm-ascend never did): the operator's
+    # value always reaches the instance; without one, the line's default (the guide's 4:8 on A2 before v0.23).
+    transfer = dict(profile['transfer_env'])
+    if ascend_buffer_pool not in (None, ''):
+        env['ASCEND_BUFFER_POOL'] = str(ascend_buffer_pool)
+        if not profile.get('roce_direct') and 'ASCEND_ENABLE_USE_FABRIC_MEM' in transfer:
+            # v0.22 on A3: the buffer pool is kv_pool.md's fallback to fabric memory, and Mooncake v0.3.9 (the
+            # line's) fails to start with both.
+            transfer.pop('ASCEND_ENABLE_USE_FABRIC_MEM')
+    elif profile.get('default_buffer_pool'):
+        env['ASCEND_BUFFER_POOL'] = profile['default_buffer_pool']
+    env.update(transfer)
     env.update(user)
     return env, warnings, errors
+
+
+def uses_local_buffer(env):
+    """Whether the instance's store clients register mooncake.json's local_buffer_size: not with fabric memory
+    (``ASCEND_ENABLE_USE_FABRIC_MEM=1``: every release passes ``local_buffer_size=0``, mooncake_backend.py)."""
+    return str((env or {}).get('ASCEND_ENABLE_USE_FABRIC_MEM')) != '1'
 
 
 # --- per-host plan of the vllm_instance role ----------------------------------------------------------------
@@ -430,6 +544,32 @@ def loopback_only(host, inst, reader):
             % (host, inst.get('name') or inst.get('port'), inst.get('address'), reader, host))
 
 
+def _bare_address(address):
+    return str(address or '').strip().strip('[]').lower()
+
+
+def data_plane_address(host_ip, data_address, node_address, host='this host'):
+    """(the node's one data-plane address, error or ''): what every instance's ``VLLM_HOST_IP`` is (vLLM's
+    ``get_ip()``, where vllm-ascend registers the Mooncake segments), the same address mooncake.json's master, the
+    pool probe and the monitoring targets use for this node.
+
+    ``data_address`` is ``mooncake_config_node_address`` (the one variable; its default, ``ansible_host``, comes in
+    when it is unset), ``host_ip`` is ``vllm_instance_host_ip`` (empty: the data-plane address). A
+    ``vllm_instance_host_ip`` set to another address is refused: the segments would register where nothing else of
+    the collection looks."""
+    data = str(data_address or '') or str(node_address or host)
+    if not host_ip:
+        return data, ''
+    if data_address and _bare_address(host_ip) != _bare_address(data_address):
+        return str(host_ip), (
+            '%s: vllm_instance_host_ip is %s but the node\'s data-plane address, mooncake_config_node_address, is %s: '
+            'vLLM registers the Mooncake segments at VLLM_HOST_IP (vllm_instance_host_ip), while mooncake.json\'s '
+            'master address, the pool probe and the monitoring targets use mooncake_config_node_address. Set '
+            'mooncake_config_node_address: %s for %s (the one data-plane address of the node) and remove '
+            'vllm_instance_host_ip, or set it equal' % (host, host_ip, data_address, host_ip, host))
+    return str(host_ip), ''
+
+
 def plan_instances(instances, settings, host='this host'):
     """The full plan of one host's instances: rendered config, environment, argv inputs, where each answers,
     warnings and errors.
@@ -440,14 +580,17 @@ def plan_instances(instances, settings, host='this host'):
     :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config,
     register_buffer, ascend_buffer_pool, kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed,
     ld_library_path, mooncake_install, mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports;
-    and node_address (where other hosts reach the node: its ``ansible_host``, else ``host``).
+    node_address (where other hosts reach the node: its ``ansible_host``, else ``host``); and data_address (the
+    node's data-plane address, ``mooncake_config_node_address``, else ``ansible_host``: :func:`data_plane_address`,
+    the plan's ``data_address`` and every instance's ``VLLM_HOST_IP``).
 
     Each planned instance has ``name``, ``port``, ``host`` (its listen address, None for every address) and, from
     :func:`instance_where`, ``address``, ``url``, ``endpoint`` and ``loopback``.
     """
     errors, warnings = [], []
     node_address = str(settings.get('node_address') or host) if isinstance(settings, dict) else str(host)
-    plan = {'host': host, 'node_address': node_address, 'instances': [], 'devices': [], 'ports': [], 'total_tp': 0,
+    plan = {'host': host, 'node_address': node_address, 'data_address': node_address, 'instances': [], 'devices': [],
+            'ports': [], 'total_tp': 0, 'local_buffer_tp': 0,
             'warnings': warnings, 'errors': errors}
     try:
         profile = version_profile(settings.get('version'), settings.get('npu_type') or 'a2')
@@ -490,6 +633,11 @@ def plan_instances(instances, settings, host='this host'):
     if settings.get('host_ip') and not role_stopped:  # VLLM_HOST_IP: an address, never host:port
         _rule(errors, host, _validate.host_address, settings.get('host_ip'), 'vllm_instance_host_ip', None,
               '172.31.250.11')
+    host_ip, data_error = data_plane_address(settings.get('host_ip'), settings.get('data_address'), node_address,
+                                             host)
+    if data_error and not role_stopped:
+        errors.append(data_error)
+    plan['data_address'] = host_ip
     ld, warn, err = render_ld_library_path(profile, settings.get('mooncake_install') or '',
                                            settings.get('mooncake_site_packages') or ASCEND_LD_LIBRARY_PATH,
                                            settings.get('ld_library_path'))
@@ -575,9 +723,10 @@ def plan_instances(instances, settings, host='this host'):
         _rule(errors, where, _vllm.check_key_placement, {}, list(settings.get('extra_args') or []) +
               list(raw.get('extra_args') or []), 'vllm_instance_api_key')
         env, warn, err = render_env(profile, devices, settings.get('mooncake_config_path'),
-                                    settings.get('python_hash_seed'), settings.get('host_ip') or '',
+                                    settings.get('python_hash_seed'), host_ip,
                                     settings.get('ascend_buffer_pool'), user_env, where)
         inst['env'] = env
+        inst['uses_local_buffer'] = uses_local_buffer(env)
         raw_warnings.extend((where, w) for w in warn)
         errors.extend(err)
         inst['path_prepend'] = {'LD_LIBRARY_PATH': ld}
@@ -598,6 +747,8 @@ def plan_instances(instances, settings, host='this host'):
     plan['devices'] = sorted(set(d for i in started for d in i['devices']))
     plan['ports'] = [i['port'] for i in started if i['port']]
     plan['total_tp'] = sum(i['tensor_parallel_size'] for i in started)
+    # TP ranks whose store clients register mooncake.json's local_buffer_size (none with fabric memory).
+    plan['local_buffer_tp'] = sum(i['tensor_parallel_size'] for i in started if i['uses_local_buffer'])
     return plan
 
 

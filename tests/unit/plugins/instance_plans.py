@@ -34,7 +34,7 @@ def _default(name, node_address):
     if name == 'vllm_instance_instances':
         return [dict(i, port=_SHARED['kvpool_defaults_instance_port']) for i in value]
     if isinstance(value, str) and '{{' in value:
-        return {'vllm_instance_listen_host': node_address, 'vllm_instance_host_ip': node_address,
+        return {'vllm_instance_listen_host': node_address,
                 'vllm_instance_mooncake_config_path': _SHARED['kvpool_defaults_mooncake_config_path']}[name]
     return value
 
@@ -52,7 +52,12 @@ def host_plan(host, hostvars):
             settings[key] = dict((name, var(name)) for name in vllm_plan.ROLE_FLAG_VARS)
             continue
         m = _VAR.match(template)
-        settings[key] = var(m.group(1)) if m else node_address  # node_address: ansible_host | default(host)
+        if m:
+            settings[key] = var(m.group(1))
+        elif 'mooncake_config_node_address' in template:  # data_address: that variable, else ansible_host
+            settings[key] = hostvars.get('mooncake_config_node_address') or node_address
+        else:
+            settings[key] = node_address  # node_address: ansible_host | default(host)
     return vllm_plan.plan_instances(var('vllm_instance_instances'), settings, host)
 
 

@@ -18,13 +18,14 @@ from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils.vllm_guid
 
 SITE = vllm_plan.ASCEND_LD_LIBRARY_PATH
 
-# release, ASCEND_BUFFER_POOL rendered, transfer variable on A2, LD_LIBRARY_PATH first entry, CANN, HDK (A2),
+# release, ASCEND_BUFFER_POOL rendered, transfer variable on A2, LD_LIBRARY_PATH entries, CANN, HDK (A2),
 # Mooncake floor, glibc, layerwise needs memcache
 RELEASES = [
-    ('v0.22.1rc1', '4:8', None, SITE, '9.0.0', None, '0.3.9', None, False),
-    ('v0.23.0', None, 'HCCL_INTRA_ROCE_ENABLE', SITE + '/mooncake', '9.1.0', '25.5', '0.3.11.post1', '2.35', True),
-    ('v0.25.1rc1', None, 'HCCL_INTRA_ROCE_ENABLE', SITE + '/mooncake', '9.1.0', '25.5', '0.3.11.post1', '2.35',
+    ('v0.22.1rc1', '4:8', None, [SITE], '9.0.0', None, '0.3.9', None, False),
+    ('v0.23.0', None, 'HCCL_INTRA_ROCE_ENABLE', [SITE + '/mooncake', SITE], '9.1.0', '25.5', '0.3.11.post1', '2.35',
      True),
+    ('v0.25.1rc1', None, 'HCCL_INTRA_ROCE_ENABLE', [SITE + '/mooncake', SITE], '9.1.0', '25.5', '0.3.11.post1',
+     '2.35', True),
 ]
 
 
@@ -38,7 +39,7 @@ def test_each_release_renders_what_it_reads(version, pool, transfer, ld, cann, h
     assert inst['env'].get('ASCEND_BUFFER_POOL') == pool
     if transfer:
         assert inst['env'][transfer] == '1'
-    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': [ld]}
+    assert inst['path_prepend'] == {'LD_LIBRARY_PATH': ld}
     req = p['profile']['requirements']
     assert (req['cann'], req['hdk'], req['mooncake'], req['glibc']) == (cann, hdk, mooncake, glibc)
     assert p['profile']['layerwise_needs_memcache'] is layerwise
@@ -73,26 +74,66 @@ def test_use_layerwise_needs_memcache_from_v023(version, warned, backend):
                                             ('source', '/usr/local/lib')])
 def test_ld_library_path_follows_the_mooncake_install(version, install, first):
     p = plan(version=version, mooncake_install=install, ld_library_path=['/opt/extra', first])
-    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [first, '/opt/extra']
+    ld = p['instances'][0]['path_prepend']['LD_LIBRARY_PATH']
+    assert ld[0] == first and ld[-1] == '/opt/extra' and len(ld) == len(set(ld))
 
 
-def test_wheel_install_with_the_image_path_warns_and_bad_install_fails():
-    p = plan(version='v0.23.0', ld_library_path=[SITE])
-    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [SITE + '/mooncake', SITE]
-    assert_names('\n'.join(p['warnings']), 'wheel loads', 'transport libraries')
+@pytest.mark.parametrize('version, ld', [
+    ('v0.23.0', [SITE + '/mooncake', SITE]), ('v0.24.0rc1', [SITE + '/mooncake', SITE]),
+    ('v0.25.1rc1', [SITE + '/mooncake', SITE]),
+    ('v0.26.0rc1', [SITE + '/mooncake']),  # the tag's docs export <site-packages>/mooncake from v0.26.0rc
+])
+def test_wheel_keeps_the_tags_documented_path_after_its_own(version, ld):
+    p = plan(version=version, ld_library_path=[SITE])
+    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == (ld if SITE in ld else ld + [SITE])
+    assert not [w for w in p['warnings'] if 'LD_LIBRARY_PATH' in w]
+
+
+def test_bad_install_fails():
     p = plan(mooncake_install='pip', mooncake_site_packages='/usr/lib/python3/dist-packages/')
     assert_names('\n'.join(p['errors']), 'vllm_instance_mooncake_install', 'must be one of')
 
 
 def test_site_packages_of_another_python():
-    p = plan(version='v0.25.1rc1', mooncake_site_packages='/usr/local/python3.11/lib/python3.11/site-packages/')
-    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [
-        '/usr/local/python3.11/lib/python3.11/site-packages/mooncake']
+    other = '/usr/local/python3.11/lib/python3.11/site-packages'
+    p = plan(version='v0.25.1rc1', mooncake_site_packages=other + '/')
+    assert p['instances'][0]['path_prepend']['LD_LIBRARY_PATH'] == [other + '/mooncake', other]
 
 
-def test_a3_from_v023_gets_fabric_memory():
-    env = plan(version='v0.23.0', npu_type='a3')['instances'][0]['env']
-    assert env['ASCEND_ENABLE_USE_FABRIC_MEM'] == '1' and 'HCCL_INTRA_ROCE_ENABLE' not in env
+@pytest.mark.parametrize('version', ['v0.22.1rc1', 'v0.23.0', 'v0.25.1rc1'])
+def test_a3_gets_fabric_memory_at_every_line_and_no_local_buffer(version):
+    p = plan(version=version, npu_type='a3')
+    inst = p['instances'][0]
+    assert inst['env']['ASCEND_ENABLE_USE_FABRIC_MEM'] == '1'
+    assert 'HCCL_INTRA_ROCE_ENABLE' not in inst['env'] and 'ASCEND_BUFFER_POOL' not in inst['env']
+    assert inst['uses_local_buffer'] is False and p['local_buffer_tp'] == 0 and p['total_tp'] == 4
+    assert p['warnings'] == []
+
+
+@pytest.mark.parametrize('version', [r[0] for r in RELEASES])
+@pytest.mark.parametrize('how', ['variable', 'environment'])
+def test_the_operators_ascend_buffer_pool_reaches_the_instance_on_every_release(version, how):
+    settings = ({'ascend_buffer_pool': '0:0'} if how == 'variable'
+                else {'environment': {'ASCEND_BUFFER_POOL': '0:0'}})
+    p = plan(version=version, **settings)
+    assert p['instances'][0]['env']['ASCEND_BUFFER_POOL'] == '0:0'
+    assert p['errors'] == [] and p['warnings'] == []  # Mooncake reads it: no "has no effect" warning
+    assert not [w for w in p['warnings'] if 'no longer read' in w]
+
+
+def test_v022_a3_with_the_operators_buffer_pool_is_the_documented_fallback_without_fabric_memory():
+    # kv_pool.md v0.22.1rc1: ASCEND_BUFFER_POOL=4:8 when fabric memory's dependencies are not met; Mooncake v0.3.9
+    # refuses both at once.
+    env = plan(version='v0.22.1rc1', npu_type='a3', ascend_buffer_pool='4:8')['instances'][0]['env']
+    assert env['ASCEND_BUFFER_POOL'] == '4:8' and 'ASCEND_ENABLE_USE_FABRIC_MEM' not in env
+    # From v0.23 (Mooncake 0.3.11.post1 has no such refusal) both are passed on as set.
+    env = plan(version='v0.23.0', npu_type='a3', ascend_buffer_pool='4:8')['instances'][0]['env']
+    assert env['ASCEND_BUFFER_POOL'] == '4:8' and env['ASCEND_ENABLE_USE_FABRIC_MEM'] == '1'
+
+
+def test_a2_counts_the_local_buffer():
+    p = plan(version='v0.23.0')
+    assert p['instances'][0]['uses_local_buffer'] is True and p['local_buffer_tp'] == 4
 
 
 @pytest.mark.parametrize('text, floor, cmp', [

@@ -48,14 +48,17 @@ def test_what_each_release_reads(version, connector, port_key, register_buffer, 
     assert prof['connector'] == connector
     assert prof['rpc_port_key'] == port_key
     assert prof['reads_register_buffer'] is register_buffer
-    assert prof['reads_ascend_buffer_pool'] is buffer_pool
+    assert (prof['default_buffer_pool'] == '4:8') is buffer_pool
     assert prof['old_connector_deprecated'] is deprecated
 
 
-def test_v023_replaces_the_buffer_pool_per_npu_generation():
+def test_transfer_variable_per_npu_generation():
     assert vllm_plan.version_profile('v0.23.0', 'a2')['transfer_env'] == {'HCCL_INTRA_ROCE_ENABLE': '1'}
     assert vllm_plan.version_profile('v0.23.0', 'a3')['transfer_env'] == {'ASCEND_ENABLE_USE_FABRIC_MEM': '1'}
     assert vllm_plan.version_profile('v0.22.1rc1', 'a2')['transfer_env'] == {}
+    # vllm-ascend reads ASCEND_ENABLE_USE_FABRIC_MEM from v0.22.1rc1 (mooncake_backend.py:70), "Recommended" on A3.
+    assert vllm_plan.version_profile('v0.22.1rc1', 'a3')['transfer_env'] == {'ASCEND_ENABLE_USE_FABRIC_MEM': '1'}
+    assert vllm_plan.version_profile('v0.22.1rc1', 'a3')['default_buffer_pool'] is None
 
 
 def test_unparsable_version_raises():
@@ -157,15 +160,14 @@ def test_guide_environment_on_the_guide_release():
     assert warnings == [] and errors == []
 
 
-def test_v023_drops_the_buffer_pool_and_warns_when_set():
+def test_v023_passes_the_operators_buffer_pool_on_to_mooncake():
     prof = vllm_plan.version_profile('v0.23.0')
     env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0)
     assert 'ASCEND_BUFFER_POOL' not in env and env['HCCL_INTRA_ROCE_ENABLE'] == '1' and not warnings
     env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0, ascend_buffer_pool='8:16')
-    assert 'ASCEND_BUFFER_POOL' not in env
-    assert len(warnings) == 1 and 'ASCEND_BUFFER_POOL=8:16' in warnings[0] and 'HCCL_INTRA_ROCE_ENABLE=1' in warnings[0]
+    assert env['ASCEND_BUFFER_POOL'] == '8:16' and env['HCCL_INTRA_ROCE_ENABLE'] == '1' and not warnings
     env, warnings, errors = vllm_plan.render_env(prof, [0], '/m.json', 0, extra_env={'ASCEND_BUFFER_POOL': '4:8'})
-    assert 'ASCEND_BUFFER_POOL' not in env and len(warnings) == 1
+    assert env['ASCEND_BUFFER_POOL'] == '4:8' and not warnings
 
 
 def test_user_buffer_pool_and_environment_where_read():
@@ -382,9 +384,8 @@ def test_reserved_ports_and_unparsable_version():
 def test_role_level_ignored_setting_warns_once_per_host():
     two = [{'devices': [0, 1, 2, 3], 'port': 8002}, {'devices': [4, 5, 6, 7], 'port': 8003}]
     p = plan(two, register_buffer=True, ascend_buffer_pool='4:8', version='v0.23.0')
-    assert len(p['warnings']) == 2, p['warnings']
+    assert len(p['warnings']) == 1, p['warnings']  # ASCEND_BUFFER_POOL is Mooncake's: passed on, not warned
     assert p['warnings'][0].startswith('node1: register_buffer: true')
-    assert p['warnings'][1].startswith('node1: ASCEND_BUFFER_POOL=4:8')
     p = plan(register_buffer=True)
     assert len(p['warnings']) == 1, p['warnings']
     assert_names(p['warnings'][0], 'node1: instance vllm-8002', 'register_buffer: true',

@@ -114,7 +114,8 @@ def test_ascend_base_port_moves_the_range_and_tcp_has_none():
 @pytest.mark.parametrize('version', NEW)
 def test_hccl_intra_roce_missing_on_a2(version):
     f = of(judge(node(version, environment={'HCCL_INTRA_ROCE_ENABLE': '0'}, hugepages=210000)), 'hccl_roce')
-    assert len(f) == 1 and "HCCL_INTRA_ROCE_ENABLE is '0'" in f[0]['finding'] and 'Mooncake #3749' in f[0]['finding']
+    assert len(f) == 1 and "HCCL_INTRA_ROCE_ENABLE is '0'" in f[0]['finding'] and 'kv_pool.md' in f[0]['finding']
+    assert '#3749' not in f[0]['finding']  # that report had HCCL_INTRA_ROCE_ENABLE=1 set
     # Declared A3 on 910B chips: the hardware says A2.
     f = of(judge(node(version, npu_type='a3')), 'hccl_roce')
     assert len(f) == 1 and '910B3' in f[0]['finding'] and 'unset' in f[0]['finding']
@@ -290,3 +291,33 @@ def test_a_console_script_that_leads_nowhere_is_a_warning():
     f = of(judge(with_libraries(node(hugepages=210000), libs)), 'versions')
     assert [x['severity'] for x in f] == ['warning'] and libs['error'] in f[0]['finding']
     assert 'mooncake_master --help' in f[0]['fix']
+
+
+@pytest.mark.parametrize('mooncake, npu_type, version, named', [
+    ('0.3.12.post1', 'a2', 'v0.25.1rc1', True), ('0.3.12', 'a2', 'v0.25.1rc1', True),
+    ('0.3.11.post1', 'a2', 'v0.25.1rc1', False), ('0.3.13.post1', 'a2', 'v0.25.1rc1', False),
+    ('0.3.12.post1', 'a3', 'v0.25.1rc1', False), ('0.3.12.post1', 'a2', 'v0.23.0', False),
+])
+def test_mooncake_3749_is_named_for_its_combination_without_a_prescription(mooncake, npu_type, version, named):
+    f = [x for x in of(judge(node(version, npu_type=npu_type, master={'mooncake_version': mooncake},
+                                  hugepages=210000)), 'versions') if '#3749' in x['finding']]
+    assert bool(f) is named, f
+    if f:
+        assert f[0]['severity'] == 'warning'
+        assert_names(f[0]['finding'], mooncake, 'mooncake_master_mooncake_version', '0.3.12.post1', 'v0.25.0',
+                     'ASCEND_BUFFER_POOL=0:0', 'reporter', 'prescribes no setting')
+        assert_names(f[0]['fix'], 'same as unset', '0.3.11.post1', 'mooncake_master_mooncake_version')
+
+
+def test_memory_counts_no_local_buffer_with_fabric_memory():
+    # 1500 GiB: A2, TP 4 x (100 + 1) + 8 = 412 GiB; with 15 instances' worth of segment it only fits without buffers.
+    small = {'segment_bytes': 100 * GIB, 'local_buffer_bytes': 10 * GIB, 'reserve_bytes': 8 * GIB}
+    rec = node('v0.23.0', npu_type='a3', hugepages=210000)
+    rec['facts']['memory']['MemTotal'] = 410 * GIB  # 4 x 100 + 8 = 408 fits; 4 x 110 + 8 = 448 would not
+    rec['memory'] = small
+    assert of(preflight_findings([rec], {'checks': ['memory']}), 'memory') == []
+    rec = node('v0.23.0', npu_type='a2', hugepages=210000)
+    rec['facts']['memory']['MemTotal'] = 410 * GIB
+    rec['memory'] = small
+    f = of(preflight_findings([rec], {'checks': ['memory']}), 'memory')
+    assert len(f) == 1 and 'local_buffer_size 10 GiB' in f[0]['finding']
