@@ -4,7 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller-side plan of the Prometheus targets (role ascend.kvpool.kvpool_monitoring): one ``file_sd`` group
 per Mooncake master, per vLLM instance of every node and per router, labelled ``cluster``, ``node``, ``service``,
-``instance`` (``<node>/<service>``) and ``role`` (``mooncake_master``, ``vllm_instance``, ``router``).
+``instance`` (``<node>/<service>``) and ``role`` (``mooncake_master``, ``vllm_instance``, ``router``); masters and
+instances also ``pool_address``, the node's one data-plane address (``mooncake_config_node_address``, else
+``ansible_host``: the instances' ``VLLM_HOST_IP``), while they are scraped at their HTTP address.
 
 Routers: the hosts of the router group (``kvpool_router_group``, default ``kvpool_router``) with
 ``kvpool_router_enabled`` true (role kvpool_router, site.yml's router phase), plus any router URL listed in
@@ -55,6 +57,13 @@ def _scrape_address(address, hostvars, host):
     return reach_address(address, _get(hostvars, host, 'ansible_host', host))
 
 
+def _pool_address(hostvars, host):
+    """The node's one data-plane address, where its Mooncake clients (and a master it runs) are reached in the pool:
+    ``mooncake_config_node_address``, else ``ansible_host``, else the inventory name (the rule of
+    ``preflight.master_host`` and of the plan's ``data_address``)."""
+    return str(_get(hostvars, host, 'mooncake_config_node_address', '') or _get(hostvars, host, 'ansible_host', host))
+
+
 def _group(target, labels):
     return {'targets': [target], 'labels': labels}
 
@@ -68,13 +77,15 @@ def _labels(cluster, node, service, role, extra):
 
 def _instances_of(hostvars, host):
     """``([instance, ...], error)``: the host's started instances from its plan (the fact ``vllm_instance_plan``,
-    each with ``name``, ``port``, ``address`` and ``loopback``), or an error naming the host and the fix."""
+    each with ``name``, ``port``, ``address`` and ``loopback``, and ``pool_address``: the plan's ``data_address``),
+    or an error naming the host and the fix."""
     plan = _get(hostvars, host, 'vllm_instance_plan', None)
     if not isinstance(plan, dict) or not isinstance(plan.get('instances'), list):
         return [], ('%s: no vllm_instance_plan (the instances planned by role ascend.kvpool.vllm_instance). Plan them '
                     'first in the same run: monitoring.yml does, or run that role\'s tasks_from preflight.yml on the '
                     'node group' % host)
-    return [i for i in plan['instances'] if isinstance(i, dict) and i.get('state', 'started') == 'started'], None
+    return [dict(i, pool_address=plan.get('data_address')) for i in plan['instances']
+            if isinstance(i, dict) and i.get('state', 'started') == 'started'], None
 
 
 def parse_router(spec, index):
@@ -151,7 +162,7 @@ def monitoring_targets(settings, hostvars, groups):
     bad = sorted(k for k in extra if not _LABEL_NAME.match(str(k)) or str(k).startswith('__'))
     if bad:
         errors.append('kvpool_monitoring_labels: %s not valid Prometheus label name(s)' % ', '.join(bad))
-    taken = sorted(set(extra) & {'cluster', 'node', 'service', 'instance', 'role'})
+    taken = sorted(set(extra) & {'cluster', 'node', 'service', 'instance', 'role', 'pool_address'})
     if taken:
         errors.append('kvpool_monitoring_labels: %s set by the role itself' % ', '.join(taken))
     extra = dict((str(k), str(v)) for k, v in extra.items())
@@ -169,8 +180,9 @@ def monitoring_targets(settings, hostvars, groups):
                           'where no Prometheus on another host reaches them. Set it to an address of %s (or leave it '
                           'empty: every address) and run site.yml --tags master' % (host, address, host))
             continue
-        out['mooncake_master'].append(_group(format_host_port(address, port),
-                                             _labels(cluster, host, MASTER_SERVICE, 'mooncake_master', extra)))
+        labels = _labels(cluster, host, MASTER_SERVICE, 'mooncake_master', extra)
+        labels['pool_address'] = _pool_address(hostvars, host)
+        out['mooncake_master'].append(_group(format_host_port(address, port), labels))
     if not out['mooncake_master'] and not errors:
         errors.append('no host in the master group %r: the pool has no master to scrape (set '
                       'kvpool_monitoring_master_group)' % master_group)
@@ -195,7 +207,10 @@ def monitoring_targets(settings, hostvars, groups):
                 errors.append('%s: instance %s is scraped at %s, as %s already is' % (host, name, target, seen[target]))
                 continue
             seen[target] = '%s/%s' % (host, name)
-            out['vllm_instance'].append(_group(target, _labels(cluster, host, str(name), 'vllm_instance', extra)))
+            labels = _labels(cluster, host, str(name), 'vllm_instance', extra)
+            # Where the instance's Mooncake segments register (its VLLM_HOST_IP, the plan's data_address).
+            labels['pool_address'] = str(inst.get('pool_address') or _pool_address(hostvars, host))
+            out['vllm_instance'].append(_group(target, labels))
 
     _deployed_routers(settings, hostvars, groups, cluster, extra, out)
     routers = settings.get('routers') or []

@@ -66,6 +66,10 @@ from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
 def trusted(value):
+    if isinstance(value, dict):  # a task's nested vars (vllm_instance__settings) are templates too
+        return dict((k, trusted(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [trusted(v) for v in value]
     return trust_as_template(value) if isinstance(value, str) else value
 
 def render(spec):

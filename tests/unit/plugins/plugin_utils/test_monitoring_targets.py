@@ -39,10 +39,11 @@ def test_the_guide_two_nodes_one_master_one_instance_each():
     assert out['errors'] == []
     assert out['mooncake_master'] == [{'targets': ['10.0.0.1:9003'], 'labels': {
         'cluster': 'kvpool', 'node': 'node1', 'service': 'mooncake-master', 'instance': 'node1/mooncake-master',
-        'role': 'mooncake_master'}}]
+        'role': 'mooncake_master', 'pool_address': '10.0.0.1'}}]
     assert [g['targets'] for g in out['vllm_instance']] == [['10.0.0.1:8002'], ['10.0.0.2:8002']]
     assert out['vllm_instance'][1]['labels'] == {'cluster': 'kvpool', 'node': 'node2', 'service': 'vllm-8002',
-                                                 'instance': 'node2/vllm-8002', 'role': 'vllm_instance'}
+                                                 'instance': 'node2/vllm-8002', 'role': 'vllm_instance',
+                                                 'pool_address': '10.0.0.2'}
     assert out['router'] == []
     assert out['counts'] == {'mooncake_master': 1, 'vllm_instance': 2, 'router': 0}
 
@@ -160,3 +161,16 @@ def test_settings_without_the_shared_defaults_are_refused():
     assert_names(str(exc.value), 'router_group', 'router_prometheus_port')
     with pytest.raises(ValueError, match='must be a dict'):
         monitoring.monitoring_targets([], {}, {})
+
+
+def test_pool_address_is_the_nodes_data_plane_address_and_the_scrape_stays_on_http():
+    hostvars = {'node1': {'ansible_host': '10.0.0.1', 'mooncake_config_node_address': '192.168.7.1'},
+                'node2': {'ansible_host': '10.0.0.2'}}
+    out = plan(hostvars)
+    assert out['errors'] == []
+    assert [(g['targets'][0], g['labels']['pool_address']) for g in out['mooncake_master']] == [
+        ('10.0.0.1:9003', '192.168.7.1')]
+    assert [(g['targets'][0], g['labels']['pool_address']) for g in out['vllm_instance']] == [
+        ('10.0.0.1:8002', '192.168.7.1'), ('10.0.0.2:8002', '10.0.0.2')]
+    # The same address is the instances' VLLM_HOST_IP in the plan they come from.
+    assert instance_plans.host_plan('node1', hostvars['node1'])['instances'][0]['env']['VLLM_HOST_IP'] == '192.168.7.1'

@@ -113,3 +113,12 @@ def test_no_master_host_and_no_address_is_empty():
 def test_ha_masters_are_the_etcd_endpoints():
     got = master_endpoint(['node1'], HOSTVARS, 50088, ha=True, etcd_endpoints=['etcd://10.0.0.1:2379', '10.0.0.2:2379'])
     assert got == 'etcd://10.0.0.1:2379;10.0.0.2:2379'
+
+
+def test_fabric_memory_ranks_register_no_local_buffer():
+    # ASCEND_ENABLE_USE_FABRIC_MEM=1: mooncake_backend.py passes local_buffer_size=0 at every release.
+    assert memory_needed([4], 64 * GIB, GIB, 8 * GIB, buffer_ranks=0) == 264 * GIB
+    assert memory_needed([4, 4], 64 * GIB, GIB, 0, buffer_ranks=4) == 516 * GIB
+    assert memory_shortfall(264 * GIB, [4], 64 * GIB, GIB, 8 * GIB, 0) == ''
+    text = memory_shortfall(264 * GIB, [4, 4], 64 * GIB, GIB, 8 * GIB, 4)
+    assert 'on 4 rank(s) only' in text and 'ASCEND_ENABLE_USE_FABRIC_MEM=1' in text
