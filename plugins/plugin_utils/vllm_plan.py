@@ -155,7 +155,7 @@ def _release_reads():
             roce_rendered = "not rendered (the guide's A2 path is the buffer pool, which Mooncake v0.3.9 reads)"
             fabric_rendered = "1 on A3, unless the operator sets ASCEND_BUFFER_POOL (Mooncake v0.3.9 refuses both)"
             ld_source = 'vllm-ascend@v0.22.1rc1:%s:369' % _DOC
-            ld_rendered = '<site-packages> (image)'
+            ld_rendered = '`<site-packages>` (image)'
             fabric_client = 279
         else:
             pool_source = 'Mooncake@%s:%s/transfer_executor_base.cpp:105' % (mooncake, _ADT)
@@ -165,7 +165,7 @@ def _release_reads():
             roce_rendered = '1 on A2'
             fabric_rendered = '1 on A3'
             ld_source = 'vllm-ascend@%s:%s:%d' % (tag, _DOC, 356 if line == 'v0.23' else 354)
-            ld_rendered = ('<site-packages>/mooncake (our choice: the wheel\'s libraries), then <site-packages> '
+            ld_rendered = ('`<site-packages>/mooncake` (our choice: the wheel\'s libraries), then `<site-packages>` '
                            '(the tag\'s docs) (wheel)')
             fabric_client = 451
         rows.append(('ASCEND_BUFFER_POOL', line, 'environment', 'Mooncake (Ascend transport); never vllm-ascend',

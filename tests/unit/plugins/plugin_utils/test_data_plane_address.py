@@ -56,7 +56,8 @@ def test_a_caller_without_data_address_keeps_host_ip_or_the_node_address():
 
 def test_role_defaults_take_mooncake_config_node_address_once():
     # Through the role's own settings (tasks/preflight.yml, defaults): one variable per node.
-    second = instance_plans.host_plan('node1', {'ansible_host': '10.0.0.1', 'mooncake_config_node_address': '192.168.7.1'})
+    second = instance_plans.host_plan('node1', {'ansible_host': '10.0.0.1',
+                                                'mooncake_config_node_address': '192.168.7.1'})
     assert second['errors'] == [] and second['instances'][0]['env']['VLLM_HOST_IP'] == '192.168.7.1'
     plain = instance_plans.host_plan('node2', {'ansible_host': '10.0.0.2'})
     assert plain['instances'][0]['env']['VLLM_HOST_IP'] == '10.0.0.2'
