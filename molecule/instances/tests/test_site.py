@@ -138,9 +138,6 @@ def test_a_failing_instance_fails_the_run_with_the_summary_and_log_tail(deployed
 @pytest.mark.parametrize('extra, needles', [
     ({'vllm_instance_register_buffer': True},
      ['node1: instance vllm-8002: register_buffer: true', 'ignored by vllm-ascend v0.22.1rc1']),
-    ({'vllm_instance_vllm_ascend_version': 'v0.23.0', 'vllm_instance_ascend_buffer_pool': '4:8',
-      'mooncake_master_mooncake_version': '0.3.13.post1'},
-     ['ASCEND_BUFFER_POOL=4:8', 'no longer read by vllm-ascend v0.23.0', 'HCCL_INTRA_ROCE_ENABLE=1']),
     ({'vllm_instance_kv_connector': 'MooncakeConnectorStoreV1'},
      ['kv_connector MooncakeConnectorStoreV1 is deprecated in vllm-ascend v0.22.1rc1']),
 ])

@@ -126,7 +126,7 @@ def test_hccl_intra_roce_missing_on_a2():
     run = preflight(vllm_instance_npu_type='a3')
     assert run.rc != 0
     named(run, 'ERROR', 'node1', 'hccl_roce', 'instance vllm-8002 runs on A2 NPUs (910B3) with protocol ascend and '
-          'vllm-ascend v0.23.0, but HCCL_INTRA_ROCE_ENABLE is unset', 'Mooncake #3749')
+          'vllm-ascend v0.23.0, but HCCL_INTRA_ROCE_ENABLE is unset', 'kv_pool.md')
     run = preflight(vllm_instance_environment={'HCCL_INTRA_ROCE_ENABLE': '0'})
     named(run, 'ERROR', 'node2', 'hccl_roce', "HCCL_INTRA_ROCE_ENABLE is '0'")
 
