@@ -118,7 +118,7 @@ def test_target_files_list_every_master_and_started_instance_and_the_router(writ
     routers = yaml.safe_load((tmp / 'sd' / 'kvpool-router.yml').read_text())
     assert masters == [{'targets': ['10.0.0.1:9003'], 'labels': {
         'cluster': 'kvpool', 'node': 'node1', 'service': 'mooncake-master', 'instance': 'node1/mooncake-master',
-        'role': 'mooncake_master'}}]
+        'role': 'mooncake_master', 'pool_address': '10.0.0.1'}}]
     assert [(g['targets'], g['labels']['instance']) for g in instances] == [
         (['10.0.0.1:8002'], 'node1/vllm-8002'), (['10.0.0.1:8003'], 'node1/second'),
         (['10.0.0.2:8002'], 'node2/vllm-8002')]
