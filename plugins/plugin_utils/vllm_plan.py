@@ -420,6 +420,23 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
         if ascend_buffer_pool in (None, ''):
             ascend_buffer_pool = user['ASCEND_BUFFER_POOL']
         user.pop('ASCEND_BUFFER_POOL')
+    fabric = user.get('ASCEND_ENABLE_USE_FABRIC_MEM')
+    if fabric is not None and str(fabric) != '1':
+        errors.append('%s: ASCEND_ENABLE_USE_FABRIC_MEM=%s in the environment turns fabric memory on in Mooncake\'s '
+                      'store client, which tests only that the variable is set (client_service.cpp), and off in '
+                      'vllm-ascend, which tests for 1 (mooncake_backend.py): the two disagree. Remove it from '
+                      'vllm_instance_environment (A2 and v0.22 A3 with ASCEND_BUFFER_POOL render none); for an A3 '
+                      'pool over RoCE declare vllm_instance_npu_type: a2, which renders HCCL_INTRA_ROCE_ENABLE=1 as '
+                      'kv_pool.md gives it for A3 RoCE' % (where, fabric))
+        user.pop('ASCEND_ENABLE_USE_FABRIC_MEM')
+    for name, key in (('MOONCAKE_MASTER', 'master_server_address'),
+                      ('MOONCAKE_GLOBAL_SEGMENT_SIZE', 'global_segment_size')):
+        if name in user:
+            warnings.append('%s: %s=%s in the environment replaces mooncake.json\'s %s for this instance '
+                            '(vllm-ascend reads the variable first, mooncake_backend.py), so the master, the pool '
+                            'probe and the memory checks of the collection do not see it; set the mooncake_config '
+                            'variable instead and remove %s from the environment'
+                            % (where, name, user[name], key, name))
     # Mooncake's Ascend transport reads ASCEND_BUFFER_POOL at every release (vllm-ascend never did): the operator's
     # value always reaches the instance; without one, the line's default (the guide's 4:8 on A2 before v0.23).
     transfer = dict(profile['transfer_env'])

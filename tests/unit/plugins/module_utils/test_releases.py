@@ -262,3 +262,19 @@ def test_thread_count_is_rpc_thread_num_on_every_release(version):
 def test_changed_defaults_are_recorded():
     assert dict((f, (old, new)) for f, old, new in _mooncake.CHANGED_DEFAULTS) == {
         'eviction_high_watermark_ratio': (0.95, 0.90), 'default_kv_lease_ttl': (5000, 10000)}
+
+
+@pytest.mark.parametrize('value', ['0', '', 'true'])
+def test_fabric_memory_other_than_1_is_refused_as_mooncake_and_vllm_ascend_disagree(value):
+    p = plan(version='v0.23.0', npu_type='a3', environment={'ASCEND_ENABLE_USE_FABRIC_MEM': value})
+    assert_names('\n'.join(p['errors']), 'node1', 'ASCEND_ENABLE_USE_FABRIC_MEM=%s' % value, 'client_service.cpp',
+                 'mooncake_backend.py', 'vllm_instance_environment', 'vllm_instance_npu_type: a2')
+    assert plan(version='v0.23.0', environment={'ASCEND_ENABLE_USE_FABRIC_MEM': '1'})['errors'] == []
+
+
+@pytest.mark.parametrize('name, key', [('MOONCAKE_MASTER', 'master_server_address'),
+                                       ('MOONCAKE_GLOBAL_SEGMENT_SIZE', 'global_segment_size')])
+def test_mooncake_overrides_in_the_environment_are_warned(name, key):
+    p = plan(version='v0.25.1rc1', environment={name: '10.0.0.9:50088'})
+    assert p['errors'] == [] and p['instances'][0]['env'][name] == '10.0.0.9:50088'
+    assert_names('\n'.join(p['warnings']), 'node1', name, key, 'mooncake.json', 'remove %s' % name)
