@@ -295,7 +295,8 @@ def test_preflight_hugepages_and_extra_ports_are_checked():
         assert all(result['that']) is ok, (hugepages, ports)
 
 
-MASTER_SETTINGS = ('mooncake_master/tasks/preflight.yml', "Check the master's ports, eviction ratios and HA settings")
+MASTER_SETTINGS = ('mooncake_master/tasks/preflight.yml',
+                   "Check the master's ports, eviction ratios, HA settings and RPC address")
 
 
 def master_settings(**over):
@@ -310,7 +311,7 @@ def test_mooncake_master_settings_check_names_what_is_wrong():
     cases = [master_settings(), master_settings(mooncake_master_port=9003), master_settings(mooncake_master_port=0),
              master_settings(mooncake_master_eviction_ratio=1.5), master_settings(mooncake_master_enable_ha=True),
              master_settings(mooncake_master_enable_ha=True, mooncake_master_etcd_endpoints=['e1:2379'],
-                             mooncake_master_rpc_address='10.0.0.11'),
+                             mooncake_master_rpc_address='10.0.0.11', mooncake_config_node_address='10.0.0.11'),
              master_settings(mooncake_master_port=70000, mooncake_master_enable_ha=True)]
     got = render(*[case(*MASTER_SETTINGS, keys=['that', 'fail_msg'], variables=v, groups=NODE1, host='node1')
                    for v in cases])
@@ -323,3 +324,18 @@ def test_mooncake_master_settings_check_names_what_is_wrong():
     assert_names(got[4]['fail_msg'], 'node1: ', *ha)
     assert ports not in got[4]['fail_msg']
     assert_names(got[6]['fail_msg'], ports, *ha)
+
+
+def test_the_masters_rpc_address_is_the_nodes_data_plane_address():
+    cases = [master_settings(mooncake_master_rpc_address='192.168.7.1', mooncake_config_node_address='192.168.7.1'),
+             master_settings(mooncake_master_rpc_address='[FD00::1]', mooncake_config_node_address='fd00::1'),
+             master_settings(mooncake_master_rpc_address='0.0.0.0', mooncake_config_node_address='192.168.7.1'),
+             master_settings(mooncake_master_rpc_address='10.0.0.1', mooncake_config_master_address='vip.example',
+                             mooncake_config_node_address='192.168.7.1'),
+             master_settings(mooncake_master_rpc_address='10.0.0.1', mooncake_config_node_address='192.168.7.1')]
+    got = render(*[case(*MASTER_SETTINGS, keys=['that', 'fail_msg'], variables=v, groups=NODE1, host='node1')
+                   for v in cases])
+    assert [all(r['that']) for r in got] == [True, True, True, True, False]
+    assert_names(got[4]['fail_msg'], 'node1: ', "mooncake_master_rpc_address is '10.0.0.1'",
+                 "mooncake_config_node_address, is '192.168.7.1'", 'mooncake_config_node_address: 10.0.0.1',
+                 'remove mooncake_master_rpc_address')
