@@ -27,6 +27,10 @@ setting                                read by             what the plan does
                                        line) and Mooncake  buffer pool on v0.22: Mooncake 0.3.9 refuses both)
 ``HCCL_INTRA_ROCE_ENABLE``             Mooncake >= 0.3.10  ``1`` on A2 from v0.23
                                        .post1, CANN HCCL
+``VLLM_HOST_IP`` (env)                 vLLM's get_ip(),    the node's data-plane address
+                                       every line          (:func:`data_plane_address`)
+``local_hostname`` (mooncake.json)     no line (v0.11.0rc0 not written (role mooncake_config)
+                                       only)
 ``kv_load_failure_policy`` (top)       every release       rendered when set (``recompute`` or ``fail``,
                                                            vLLM's default); ``recompute`` avoids failed
                                                            requests on ``-704`` (vllm-ascend #15060)
