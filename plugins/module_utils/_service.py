@@ -353,6 +353,54 @@ _DAVINCI = re.compile(r'/davinci(\d+)$')
 
 SPEC_LABEL = 'ascend.kvpool.spec'
 MANAGED_LABEL = 'ascend.kvpool.managed'
+# The node's vllm-ascend container (role vllm_ascend_container) carries MANAGED_LABEL with this value: a container of
+# the collection (`docker ps --filter label=ascend.kvpool.managed` lists them all), but never a service container
+# (those carry MANAGED_LABEL=1, which DockerBackend.owned and list_units look for), so no service module takes it.
+NODE_CONTAINER_MANAGED = 'vllm_ascend_container'
+
+
+def node_container_problem(info, name, host=None, adopt=False, state='started'):
+    """'' when role vllm_ascend_container may create, recreate (``state`` started) or remove (absent) the container
+    ``name``; else the message of the failure, naming the host, the container, what it is and the fix.
+
+    ``info``: the registered result of ``community.docker.docker_container_info`` (``exists``; ``container``, docker
+    inspect's document). May: docker knows no container of that name; the one there carries
+    ``MANAGED_LABEL=NODE_CONTAINER_MANAGED`` (the role made it); or ``adopt`` (the operator says the role made it,
+    before it had the label: it is recreated with the label). Never: a read that failed or did not run (whether a
+    container is there is unknown; never "none"), or a service container of the collection (``MANAGED_LABEL=1`` or
+    SPEC_LABEL), ``adopt`` or not. Pure; the role's assert fails with the message, in check mode too."""
+    on = ('%s: ' % host) if host else ''
+    name = str(name or '')
+    if not isinstance(info, dict) or info.get('failed') or info.get('skipped') or \
+            not isinstance(info.get('exists'), bool):
+        said = (info.get('msg') if isinstance(info, dict) else None) or ('skipped' if isinstance(info, dict) and
+                                                                          info.get('skipped') else repr(info)[:200])
+        return ('%sthe read of container %s (community.docker.docker_container_info) gave no answer (%s), so whether '
+                'a container of that name is there is unknown and nothing was changed. Fix: check that the docker '
+                'daemon runs on %s and run again' % (on, name, said, host or 'the node'))
+    if not info['exists']:
+        return ''
+    doc = info.get('container') if isinstance(info.get('container'), dict) else {}
+    config = doc.get('Config') if isinstance(doc.get('Config'), dict) else {}
+    labels = config.get('Labels') if isinstance(config.get('Labels'), dict) else {}
+    managed = labels.get(MANAGED_LABEL)
+    if managed == NODE_CONTAINER_MANAGED:
+        return ''
+    verb = 'removed' if state == 'absent' else 'recreated or removed'
+    if managed == '1' or SPEC_LABEL in labels:
+        return ('%scontainer %s is a service container of ascend.kvpool (label %s=%s), not the node\'s vllm-ascend '
+                'container, so it is not %s as one and nothing was changed. Fix: set vllm_ascend_container_name to '
+                'another name (the service containers are kvpool-mooncake-master and kvpool-vllm-<name>)'
+                % (on, name, MANAGED_LABEL, managed or '1', verb))
+    if adopt:
+        return ''
+    return ('%scontainer %s exists but was not made by role ascend.kvpool.vllm_ascend_container (no label %s=%s%s), '
+            'so it is not %s and nothing was changed. Fix: if it is yours, rename it (docker rename %s <other>) or '
+            'remove it yourself (docker rm -f %s), or set vllm_ascend_container_name to another name; if an earlier '
+            'release of this role made it (before the label), run once with vllm_ascend_container_adopt=true, which '
+            '%s' % (on, name, MANAGED_LABEL, NODE_CONTAINER_MANAGED,
+                    (', it has %s=%s' % (MANAGED_LABEL, managed)) if managed is not None else '', verb, name, name,
+                    'removes it' if state == 'absent' else 'recreates it with the label'))
 
 
 def container_module_args(spec, template, text):
