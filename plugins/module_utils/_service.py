@@ -373,8 +373,9 @@ def node_container_problem(info, name, host=None, adopt=False, state='started'):
     name = str(name or '')
     if not isinstance(info, dict) or info.get('failed') or info.get('skipped') or \
             not isinstance(info.get('exists'), bool):
-        said = (info.get('msg') if isinstance(info, dict) else None) or ('skipped' if isinstance(info, dict) and
-                                                                          info.get('skipped') else repr(info)[:200])
+        said = repr(info)[:200]
+        if isinstance(info, dict):
+            said = info.get('msg') or ('skipped' if info.get('skipped') else said)
         return ('%sthe read of container %s (community.docker.docker_container_info) gave no answer (%s), so whether '
                 'a container of that name is there is unknown and nothing was changed. Fix: check that the docker '
                 'daemon runs on %s and run again' % (on, name, said, host or 'the node'))

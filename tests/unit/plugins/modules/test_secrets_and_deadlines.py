@@ -317,7 +317,7 @@ def test_every_engine_command_runs_under_timeout_with_its_bound():
     assert module.bounds == [230, 120, 120]
 
 
-def test_a_hung_systemctl_show_is_killed_at_its_deadline_never_taken_for_not_running(hung, monkeypatch):
+def test_a_hung_systemctl_show_is_killed_at_its_deadline_never_taken_for_not_running(hung):
     hung('show')
     be = systemd(hung)
     started = time.monotonic()
