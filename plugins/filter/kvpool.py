@@ -12,6 +12,9 @@
 - ``master_host``, ``master_endpoint``: where the nodes reach the Mooncake master (``host:port``, or ``etcd://..``).
 - ``glibc_version``: the glibc version of ``ldd --version`` output (``2.36``), '' when it has none (the same reading
   as the pre-flight's glibc check).
+- ``node_container_problem``: '' when role vllm_ascend_container may recreate or remove the container of its name
+  (none there, or its label says the role made it), else the message naming the host, the container and the fix
+  (``module_utils/_service.py``, next to the service containers' label rule).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -54,4 +57,5 @@ class FilterModule(object):
             'master_host': lazy.function('plugin_utils.preflight', 'master_host'),
             'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
             'glibc_version': glibc_version,
+            'node_container_problem': lazy.function('module_utils._service', 'node_container_problem'),
         }

@@ -27,7 +27,14 @@ The decision is a pure function (``decide``) of the wanted state, whether the wr
 one, and the service's status, so it is unit-tested without systemd. ``render_unit`` and ``parse_show`` are pure
 too.
 
-Commands run as argv lists through ``run_command`` with ``LANG=C``. ``systemctl`` is called directly rather than
+Commands run as argv lists through ``run_command`` with ``LANG=C``, each under coreutils ``timeout -s KILL N``
+(``run_bounded``): ``run_command`` has no deadline of its own, and a ``systemctl`` whose bus does not answer or a
+``docker`` whose daemon hangs would hold the task for ever. N is ``command_deadline``: COMMAND_TIMEOUT (120 s) for
+a command that waits for nothing, ``2 * stop_timeout + 30`` (at least 120) for one that waits for a service to stop
+(``systemctl stop`` / ``restart``: systemd waits up to ``TimeoutStopSec`` after SIGTERM and again after SIGKILL).
+A command killed there is a ``CommandTimeout`` (a ReadError: its outcome is unknown, never an answer). Without
+``timeout`` on the host nothing is run (a ServiceError naming it): coreutils is on every target, and a command
+without a deadline is what this rule forbids. ``systemctl`` is called directly rather than
 through ``ansible.builtin.systemd_service``: a module cannot call another module, and the role-level alternative
 (template + handler) would split one decision (the diff, the health gate, the journal tail of a failed start)
 across tasks.
@@ -55,7 +62,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     tail_text,
     wait_until,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_text
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv, mask_text
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 UNIT_DIR = '/etc/systemd/system'
@@ -67,6 +74,13 @@ HEADER = '# Written by ascend.kvpool (module %s). Changes are overwritten by the
 OWN_MARK = '# Written by ascend.kvpool '
 SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID', 'NRestarts', 'Result', 'UnitFileState',
                    'ExecMainStartTimestampMonotonic', 'ExecMainStatus', 'FragmentPath')
+# The deadline (seconds) of an external command that waits for no service (systemctl show / daemon-reload,
+# journalctl, docker inspect / ps / logs): far above what a working tool takes, far below "for ever".
+COMMAND_TIMEOUT = 120
+# Added to twice the stop timeout for a command that waits for a service to stop (systemctl stop / restart).
+STOP_MARGIN = 30
+# systemd's DefaultTimeoutStopSec, what a transient unit (systemd-run without TimeoutStopSec=) waits when stopped.
+TRANSIENT_STOP_TIMEOUT = 90
 # States in which the service manager still brings the service (back) up by itself.
 ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
@@ -79,6 +93,11 @@ class ServiceError(KvpoolError):
 class ReadError(ServiceError):
     """A tool's state could not be read (``systemctl show``, ``docker inspect`` failed): never taken as an answer,
     in check mode neither."""
+
+
+class CommandTimeout(ReadError):
+    """An external command killed at its deadline (``run_bounded``): what it answered or changed is unknown, so it
+    is never taken as an answer (not "not running", not "no container", not "stopped")."""
 
 
 class ServiceSpec(object):
@@ -334,6 +353,55 @@ _DAVINCI = re.compile(r'/davinci(\d+)$')
 
 SPEC_LABEL = 'ascend.kvpool.spec'
 MANAGED_LABEL = 'ascend.kvpool.managed'
+# The node's vllm-ascend container (role vllm_ascend_container) carries MANAGED_LABEL with this value: a container of
+# the collection (`docker ps --filter label=ascend.kvpool.managed` lists them all), but never a service container
+# (those carry MANAGED_LABEL=1, which DockerBackend.owned and list_units look for), so no service module takes it.
+NODE_CONTAINER_MANAGED = 'vllm_ascend_container'
+
+
+def node_container_problem(info, name, host=None, adopt=False, state='started'):
+    """'' when role vllm_ascend_container may create, recreate (``state`` started) or remove (absent) the container
+    ``name``; else the message of the failure, naming the host, the container, what it is and the fix.
+
+    ``info``: the registered result of ``community.docker.docker_container_info`` (``exists``; ``container``, docker
+    inspect's document). May: docker knows no container of that name; the one there carries
+    ``MANAGED_LABEL=NODE_CONTAINER_MANAGED`` (the role made it); or ``adopt`` (the operator says the role made it,
+    before it had the label: it is recreated with the label). Never: a read that failed or did not run (whether a
+    container is there is unknown; never "none"), or a service container of the collection (``MANAGED_LABEL=1`` or
+    SPEC_LABEL), ``adopt`` or not. Pure; the role's assert fails with the message, in check mode too."""
+    on = ('%s: ' % host) if host else ''
+    name = str(name or '')
+    if not isinstance(info, dict) or info.get('failed') or info.get('skipped') or \
+            not isinstance(info.get('exists'), bool):
+        said = repr(info)[:200]
+        if isinstance(info, dict):
+            said = info.get('msg') or ('skipped' if info.get('skipped') else said)
+        return ('%sthe read of container %s (community.docker.docker_container_info) gave no answer (%s), so whether '
+                'a container of that name is there is unknown and nothing was changed. Fix: check that the docker '
+                'daemon runs on %s and run again' % (on, name, said, host or 'the node'))
+    if not info['exists']:
+        return ''
+    doc = info.get('container') if isinstance(info.get('container'), dict) else {}
+    config = doc.get('Config') if isinstance(doc.get('Config'), dict) else {}
+    labels = config.get('Labels') if isinstance(config.get('Labels'), dict) else {}
+    managed = labels.get(MANAGED_LABEL)
+    if managed == NODE_CONTAINER_MANAGED:
+        return ''
+    verb = 'removed' if state == 'absent' else 'recreated or removed'
+    if managed == '1' or SPEC_LABEL in labels:
+        return ('%scontainer %s is a service container of ascend.kvpool (label %s=%s), not the node\'s vllm-ascend '
+                'container, so it is not %s as one and nothing was changed. Fix: set vllm_ascend_container_name to '
+                'another name (the service containers are kvpool-mooncake-master and kvpool-vllm-<name>)'
+                % (on, name, MANAGED_LABEL, managed or '1', verb))
+    if adopt:
+        return ''
+    return ('%scontainer %s exists but was not made by role ascend.kvpool.vllm_ascend_container (no label %s=%s%s), '
+            'so it is not %s and nothing was changed. Fix: if it is yours, rename it (docker rename %s <other>) or '
+            'remove it yourself (docker rm -f %s), or set vllm_ascend_container_name to another name; if an earlier '
+            'release of this role made it (before the label), run once with vllm_ascend_container_adopt=true, which '
+            '%s' % (on, name, MANAGED_LABEL, NODE_CONTAINER_MANAGED,
+                    (', it has %s=%s' % (MANAGED_LABEL, managed)) if managed is not None else '', verb, name, name,
+                    'removes it' if state == 'absent' else 'recreates it with the label'))
 
 
 def container_module_args(spec, template, text):
@@ -383,20 +451,91 @@ def service_devices(devices, npus):
 
 # --- backends --------------------------------------------------------------------------------------------------------
 
+def command_deadline(wait=0, floor=COMMAND_TIMEOUT, margin=STOP_MARGIN):
+    """N of ``timeout -s KILL N`` for a command that may legitimately wait ``wait`` seconds for a service to stop
+    (its ``stop_timeout``, systemd's ``TimeoutStopSec``; 0 for one that waits for nothing): ``floor`` (120 s) for
+    one that waits for nothing, else ``max(floor, 2 * wait + margin)`` (margin: 30 s). systemd waits
+    ``TimeoutStopSec`` after SIGTERM and, when the cgroup is not empty then, up to as long again after SIGKILL."""
+    wait = float(wait or 0)
+    return max(float(floor), 2 * wait + float(margin)) if wait > 0 else float(floor)
+
+
+def shown_command(argv, limit=200):
+    """A command line for a message: the tool's name (not its path) and its arguments, secrets masked, cut."""
+    words = mask_argv([str(a) for a in argv]) or []
+    if words:
+        words[0] = os.path.basename(words[0]) or words[0]
+    text = ' '.join(words)
+    return text if len(text) <= limit else text[:limit] + '...'
+
+
+def run_bounded(module, argv, seconds, environ=None, why=''):
+    """(rc, stdout, stderr) of ``argv`` run by ``module.run_command`` under coreutils ``timeout -s KILL seconds``
+    with ``LANG=C`` (``environ`` added).
+
+    ``timeout`` kills the command's whole process group at the deadline (itself included, hence rc -9, or 137 /
+    124 through a shell). A command killed there (that rc, after ``seconds``) raises CommandTimeout naming the
+    command, the host's tool and the bound; a command that exits on its own, whatever its rc, is returned. Without
+    ``timeout`` on the host (coreutils) nothing is run: a ServiceError naming it, never a command without a
+    deadline. ``why``: how the bound was chosen, added to the message."""
+    argv = [str(a) for a in argv]
+    timeout = module.get_bin_path('timeout')
+    if not timeout:
+        raise ServiceError('timeout (GNU coreutils) was not found on this host, so `%s` was not run: the collection '
+                           'runs no command without a deadline. Fix: install coreutils on the node (it provides '
+                           '/usr/bin/timeout)' % shown_command(argv))
+    env = dict(C_LOCALE)
+    env.update(environ or {})
+    started = time.monotonic()
+    rc, out, err = module.run_command([timeout, '-s', 'KILL', _num(seconds)] + argv, environ_update=env,
+                                      expand_user_and_vars=False)
+    if rc in (-9, 124, 137) and time.monotonic() - started >= float(seconds) - 0.05:
+        raise CommandTimeout(
+            '`%s` (%s on this host) did not finish within %s s and was killed (timeout -s KILL %s%s), so what it '
+            'would have answered or done is unknown: it is not taken as an answer and nothing after it was done. '
+            'Fix: run `%s` by hand on the node to see what it waits for (%s)'
+            % (shown_command(argv), argv[0], _num(seconds), _num(seconds), ('; %s' % why) if why else '',
+               shown_command(argv), 'the docker daemon, which must run and answer' if 'docker' in
+               os.path.basename(argv[0]) else 'systemd and its bus, which must run and answer'))
+    return rc, out, err
+
+
 class _Backend(object):
-    """What both backends share: argv lists through run_command with LANG=C."""
+    """What both backends share: argv lists through run_command with LANG=C, each under a deadline
+    (``run_bounded``): ``command_timeout`` seconds for a command that waits for nothing, more for one that waits
+    for a service to stop (``command_deadline``). ``command_timeout`` and ``stop_margin`` are COMMAND_TIMEOUT and
+    STOP_MARGIN; tests lower them."""
+
+    command_timeout = COMMAND_TIMEOUT
+    stop_margin = STOP_MARGIN
 
     def __init__(self, module):
         self.module = module
 
-    def run(self, argv, env=None, check=True):
-        environ = dict(C_LOCALE)
-        environ.update(env or {})
+    def run(self, argv, env=None, check=True, wait=0):
+        """(rc, stdout, stderr); ``wait``: the seconds the command may wait for a service to stop (its
+        ``stop_timeout``), which lengthens its deadline. A command killed at its deadline raises CommandTimeout,
+        with ``check=False`` too; otherwise ``check`` raises ServiceError on a non-zero rc."""
         argv = [str(a) for a in argv]
-        rc, out, err = self.module.run_command(argv, environ_update=environ, expand_user_and_vars=False)
+        bound = command_deadline(wait, self.command_timeout, self.stop_margin)
+        why = ('at least %s s, and twice the stop timeout of %s s plus %s s' % (
+            _num(self.command_timeout), _num(wait), _num(self.stop_margin))) if wait else ''
+        rc, out, err = run_bounded(self.module, argv, bound, env, why)
         if check and rc != 0:
             raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
         return rc, out, err
+
+    def log_text(self, argv, join=False):
+        """What a log command (``journalctl``, ``docker logs``) printed, shown after a failed start (``join``: its
+        stdout and stderr together, else stdout, or stderr when it failed). A log command killed at its deadline gives
+        the message of its CommandTimeout instead: the failed start stays the error, and no line is made up."""
+        try:
+            rc, out, err = self.run(argv, check=False)
+        except CommandTimeout as exc:
+            return '(no log lines: %s)\n' % exc
+        if join:
+            return (out or '') + (err or '')
+        return out if rc == 0 else err
 
 
 class SystemdBackend(_Backend):
@@ -473,11 +612,12 @@ class SystemdBackend(_Backend):
         if text != old_text or linked:
             self.run([self.systemctl, 'daemon-reload'])
         self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
-        self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit])
+        # A restart (and a start of a unit still stopping) waits for the stop: up to TimeoutStopSec.
+        self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit], wait=spec.stop_timeout)
 
     def stop(self, spec, remove=True):
         unit = '%s.service' % spec.unit
-        self.run([self.systemctl, 'stop', unit], check=False)
+        self.run([self.systemctl, 'stop', unit], check=False, wait=spec.stop_timeout)
         if remove:
             removed = remove_link(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
                 remove_file(secret_file(spec))
@@ -506,9 +646,7 @@ class SystemdBackend(_Backend):
         return True
 
     def logs(self, spec, lines):
-        rc, out, err = self.run([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager',
-                                 '-o', 'cat'], check=False)
-        return out if rc == 0 else err
+        return self.log_text([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager', '-o', 'cat'])
 
     def list_units(self, prefix):
         """Names (without .service) of the unit files under UNIT_DIR that start with ``prefix``; a directory that
@@ -525,7 +663,12 @@ class SystemdBackend(_Backend):
     # transient units (the pool probe's clients)
     def run_transient(self, name, argv, max_seconds, mounts=()):
         self.run([self.systemctl, 'reset-failed', '%s.service' % name], check=False)
-        self.run([self.module.get_bin_path('systemd-run', required=True), '--unit', name, '--collect', '--quiet',
+        systemd_run = self.module.get_bin_path('systemd-run')
+        if not systemd_run:
+            raise ServiceError('systemd-run not found on this host, so the client %s was not started. Fix: install '
+                               'systemd (it provides systemd-run), or run the services in containers '
+                               '(vllm_ascend_container_enabled: true)' % name)
+        self.run([systemd_run, '--unit', name, '--collect', '--quiet',
                   '--property', 'RuntimeMaxSec=%d' % max(1, int(max_seconds)), '--property', 'KillMode=control-group',
                   '--'] + list(argv))
 
@@ -540,12 +683,10 @@ class SystemdBackend(_Backend):
         return state in ('active', 'activating', 'deactivating')
 
     def stop_transient(self, name):
-        self.run([self.systemctl, 'stop', '%s.service' % name], check=False)
+        self.run([self.systemctl, 'stop', '%s.service' % name], check=False, wait=TRANSIENT_STOP_TIMEOUT)
 
     def transient_logs(self, name, lines=20):
-        rc, out, dummy = self.run([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'],
-                                  check=False)
-        return out
+        return self.log_text([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'], )
 
 
 class DockerBackend(_Backend):
@@ -663,8 +804,7 @@ class DockerBackend(_Backend):
                          'stop_timeout': int(spec.stop_timeout)})
 
     def logs(self, spec, lines):
-        rc, out, err = self.run([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], check=False)
-        return (out or '') + (err or '')
+        return self.log_text([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], join=True)
 
     def list_units(self, prefix):
         rc, out, err = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
@@ -694,11 +834,10 @@ class DockerBackend(_Backend):
         return bool(doc and (doc.get('State') or {}).get('Running'))
 
     def stop_transient(self, name):
-        self.run([self.docker, 'stop', '-t', '10', name], check=False)
+        self.run([self.docker, 'stop', '-t', '10', name], check=False, wait=10)
 
     def transient_logs(self, name, lines=20):
-        rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
-        return (out or '') + (err or '')
+        return self.log_text([self.docker, 'logs', '--tail', str(lines), name], join=True)
 
 
 def find_binary(module, name, dirs, container=None):
@@ -710,8 +849,7 @@ def find_binary(module, name, dirs, container=None):
             return name
         # A path: checked in the node's container (the services' image); unknown while it does not exist yet.
         docker = module.get_bin_path('docker') or 'docker'
-        rc, dummy, err = module.run_command([docker, 'exec', container, 'test', '-x', name],
-                                            environ_update=dict(C_LOCALE))
+        rc, dummy, err = run_bounded(module, [docker, 'exec', container, 'test', '-x', name], COMMAND_TIMEOUT)
         if rc == 0 or 'No such container' in (err or ''):
             return name
         if (err or '').strip():  # docker itself failed (the daemon, a stopped container): never "not found"

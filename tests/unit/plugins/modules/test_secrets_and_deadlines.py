@@ -20,7 +20,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight
+from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight, _service
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
 from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK
 from ansible_collections.ascend.kvpool.plugins.modules import (
@@ -31,6 +31,7 @@ from ansible_collections.ascend.kvpool.plugins.modules import (
     vllm_router_check,
 )
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
+from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 from ansible_collections.ascend.kvpool.tests.unit.plugins.slow_peers import DripServer, Recorder, Redirect
@@ -262,6 +263,146 @@ def test_config_file_ha_lookup_is_cut_at_connect_timeout(drip, tmp_path, capsys)
         assert not (tmp_path / 'mooncake.json').exists()
     finally:
         other.close()
+
+
+# --- the service engine: systemctl, journalctl, docker (every service module) ---------------------------------------
+HANG = r"""#!/bin/sh
+# A stub of %(tool)s: answers show (and stop, unless told to hang there) at once; hangs on the verbs in %(dir)s/hang.
+echo "$*" >> "%(dir)s/calls"
+for verb in $(cat "%(dir)s/hang" 2>/dev/null); do
+    case " $* " in *" $verb "*) exec sleep 30;; esac
+done
+case " $* " in *" show "*) printf '%%s' "$SHOW";; esac
+exit 0
+"""
+
+
+@pytest.fixture
+def hung(tmp_path, monkeypatch):
+    """Stub systemctl / journalctl / docker that hang (sleep 30) on the verbs listed in ``hang`` (a file), the unit
+    directories under tmp, and the engine's deadline lowered to 0.5 s (its COMMAND_TIMEOUT is 120 s)."""
+    stubs = tmp_path / 'stubs'
+    stubs.mkdir()
+    for tool in ('systemctl', 'journalctl', 'docker'):
+        (stubs / tool).write_text(HANG % dict(tool=tool, dir=stubs))
+        (stubs / tool).chmod(0o755)
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(tmp_path / 'units'))
+    monkeypatch.setattr(_service, 'SECRET_DIR', str(tmp_path / 'secrets'))
+    monkeypatch.setattr(_service._Backend, 'command_timeout', 0.5)  # pylint: disable=protected-access
+    monkeypatch.setattr(_service._Backend, 'stop_margin', 0.2)  # pylint: disable=protected-access
+    monkeypatch.setenv('SHOW', engine.SHOW_RUNNING)
+
+    def hang(*verbs):
+        (stubs / 'hang').write_text(' '.join(verbs))
+    hang.dir = stubs
+    return hang
+
+
+def systemd(hung, module=None):
+    """The real systemd backend of ``module`` (a module of service_fakes) over the stub tools of ``hung``."""
+    be = _service.SystemdBackend(module or engine.fake_module()[0])
+    be.systemctl, be.journalctl = str(hung.dir / 'systemctl'), str(hung.dir / 'journalctl')
+    return be
+
+
+def test_every_engine_command_runs_under_timeout_with_its_bound():
+    """`timeout -s KILL N` before every command: 120 s for one that waits for nothing; twice the stop timeout plus
+    30 s (at least 120) for systemctl stop / restart, which wait up to TimeoutStopSec after SIGTERM and SIGKILL."""
+    assert _service.command_deadline() == _service.COMMAND_TIMEOUT == 120
+    assert _service.command_deadline(10) == 120 and _service.command_deadline(60) == 150
+    assert _service.command_deadline(100) == 230 and _service.command_deadline(2, floor=0.5, margin=0.2) == 4.2
+    module = engine.Recorder()  # fails the test on a command without the prefix
+    be = _service.SystemdBackend(module)
+    s = engine.spec(stop_timeout=100)
+    be.stop(s, remove=False)
+    be.run([be.systemctl, 'daemon-reload'])
+    be.logs(s, 5)
+    assert module.calls == ['stop kvpool-vllm-a.service', 'daemon-reload', '-u kvpool-vllm-a -n 5 --no-pager -o cat']
+    assert module.bounds == [230, 120, 120]
+
+
+def test_a_hung_systemctl_show_is_killed_at_its_deadline_never_taken_for_not_running(hung):
+    hung('show')
+    be = systemd(hung)
+    started = time.monotonic()
+    with pytest.raises(_service.ReadError) as raised:
+        be.current(engine.spec())
+    assert time.monotonic() - started < 5
+    assert isinstance(raised.value, _service.CommandTimeout)
+    assert_names(str(raised.value), '`systemctl show kvpool-vllm-a.service', str(hung.dir / 'systemctl'),
+                 'did not finish within 0.5 s', 'killed (timeout -s KILL 0.5', 'not taken as an answer', 'Fix',
+                 'by hand on the node')
+    # The state machine: a failure, never "stopped, nothing to do"; nothing was changed.
+    res = engine.outcome(engine.machine(be.module, be), engine.spec(), 'stopped', dict(changed=False),
+                         lambda: [])
+    assert res['failed'] and not res.get('changed') and 'did not finish within 0.5 s' in res['msg']
+    assert [c for c in (hung.dir / 'calls').read_text().splitlines() if not c.startswith('show')] == []
+
+
+def test_a_hung_systemctl_stop_fails_the_stop_naming_its_bound(hung):
+    """`systemctl stop` runs with check=False (a unit already gone is fine), but killed at its deadline it is a
+    failure: the unit file is not removed as if the stop had worked."""
+    hung('stop')
+    be = systemd(hung)
+    s = engine.spec(stop_timeout=0.25)
+    unit = os.path.join(_service.UNIT_DIR, 'kvpool-vllm-a.service')
+    os.makedirs(_service.UNIT_DIR)
+    with open(unit, 'w') as f:
+        f.write(_service.render_unit(s))
+    res = engine.outcome(engine.machine(be.module, be), s, 'stopped', dict(changed=False), lambda: [])
+    assert res['failed'], res
+    assert_names(res['msg'], 'could not stop vllm instance a', '`systemctl stop kvpool-vllm-a.service',
+                 'within 0.7 s', 'twice the stop timeout of 0.25 s', 'Fix', 'systemd')
+    assert os.path.exists(unit)
+
+
+def test_a_hung_journal_read_is_named_in_the_log_tail_and_a_hung_docker_is_never_no_container(hung):
+    hung('-u', 'inspect', 'ps')
+    assert_names(systemd(hung).logs(engine.spec(), 5), 'no log lines', '`journalctl -u kvpool-vllm-a',
+                 'killed')
+    docker = _service.DockerBackend(engine.fake_module()[0], 'vllm-ascend')
+    docker.docker = str(hung.dir / 'docker')
+    for call, named in ((lambda: docker.inspect('kvpool-vllm-a'), '`docker inspect kvpool-vllm-a`'),
+                        (lambda: docker.list_units('kvpool-vllm-'), '`docker ps -a'),
+                        (lambda: docker.template(), '`docker inspect vllm-ascend`')):
+        with pytest.raises(_service.CommandTimeout) as raised:
+            call()
+        assert_names(str(raised.value), named, 'did not finish within 0.5 s', 'Fix')
+
+
+def test_a_command_killed_by_someone_else_before_its_deadline_is_its_own_failure(hung, tmp_path):
+    """rc -9 / 137 long before the deadline (the OOM killer, an operator): the command's failure, not a timeout."""
+    killed = tmp_path / 'killed'
+    killed.write_text('#!/bin/sh\nkill -KILL $$\n')
+    killed.chmod(0o755)
+    be = systemd(hung)
+    be.command_timeout = 30
+    rc = be.run([str(killed), 'show'], check=False)[0]
+    assert rc in (-9, 137)
+
+
+def test_without_coreutils_timeout_nothing_runs_unbounded():
+    class NoTimeout(engine.Recorder):
+        def get_bin_path(self, name, required=False, opt_dirs=None):
+            return None if name == 'timeout' else '/usr/bin/' + name
+    module = NoTimeout()
+    with pytest.raises(_service.ServiceError) as raised:
+        _service.SystemdBackend(module).status(engine.spec())
+    assert_names(str(raised.value), 'timeout (GNU coreutils) was not found', '`systemctl show kvpool-vllm-a.service',
+                 'was not run', 'Fix: install coreutils')
+    assert module.calls == []
+
+
+def test_vllm_router_stopped_with_a_hung_systemctl_fails_instead_of_ok(hung, monkeypatch, capsys):
+    hung('show')
+
+    monkeypatch.setattr(vllm_router, 'backend_for', lambda module, container=None: systemd(hung, module))
+    started = time.monotonic()
+    res, dummy = run(vllm_router, capsys, state='stopped', binary=sys.executable, port=free_port(),
+                     prometheus_port=free_port(), worker_urls=['http://127.0.0.1:%d' % free_port()])
+    assert time.monotonic() - started < 10
+    assert res['failed'], res
+    assert_names(res['msg'], '`systemctl show kvpool-router.service', 'did not finish within 0.5 s', 'Fix')
 
 
 # --- kvpool_benchmark (tool=aisbench) -----------------------------------------------------------------------------
