@@ -111,7 +111,7 @@ def etcd(monkeypatch, capsys, tmp_path, **args):
     (dict(members=[{'name': 'node1', 'address': '172.31.250.11'}, {'name': 'node2', 'address': '10.0.0.2',
                                                                     'peer_port': -5}]),
      ['node2', 'peer_port -5', 'kvpool_etcd_peer_port']),
-    (dict(extra_args=['--auto-tls']), ["'--auto-tls' sets --auto-tls", 'client TLS']),
+    (dict(extra_args=['--auto-tls']), ['extra_args', '--auto-tls', 'client TLS']),
     (dict(extra_args=['-auto-tls=true']), ['--auto-tls', 'client TLS']),
     (dict(extra_args=['--trusted-ca-file=/etc/ca.pem']), ['--trusted-ca-file', 'client TLS']),
     (dict(extra_args=['--election-timeout=5000']), ['--election-timeout', 'module option']),
