@@ -23,13 +23,16 @@ __metaclass__ = type
 
 import json
 import os
+import socket
 import subprocess
+import sys
+import time
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-from ansible_collections.ascend.kvpool.plugins.modules import mooncake_store_probe, vllm_router
+from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, mooncake_store_probe, vllm_router
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
@@ -195,3 +198,68 @@ def test_the_probe_never_stops_or_removes_a_unit_or_container_of_its_name_that_i
     with pytest.raises(_service.ServiceError) as err:  # ours, still running after a failed stop
         dbe.stop_transient(name)
     assert_names(str(err.value), 'docker stop %s failed' % name, 'permission denied', 'still runs', 'Fix')
+
+
+# --- no answer taken as an answer ------------------------------------------------------------------------------
+
+class BlackHole(object):
+    """A loopback port that never answers, as a black-holed address: a listener whose accept queue is full (and
+    never accepted), so the kernel drops every further SYN and a connection times out, never refused (a real
+    black-holed address may be refused by this machine's sandbox)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        while len(self.fillers) < 3:
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(('127.0.0.1', self.port))
+            self.fillers.append(filler)
+        time.sleep(0.05)
+
+    def close(self):
+        for sock in self.fillers + [self.sock]:
+            sock.close()
+
+
+class GateOnly(object):
+    """The lifecycle's place: records the gates the module hands it, runs nothing."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def ensure(self, spec, state, result, gate, explain=None, peer_gate=None, port_taken=None):
+        self.seen.update(peer_gate=peer_gate, explain=explain, result=result)
+        return result
+
+
+def test_an_ha_master_that_does_not_answer_at_all_fails_the_gate_naming_it(monkeypatch, capsys, tmp_path):
+    """mooncake_master's HA gate with this master serving RPC on loopback, a peer that refuses (up, a standby) and a
+    peer at a black-holed address (was: a standby too, and the gate passed)."""
+    rpc = socket.socket()
+    rpc.bind(('127.0.0.1', 0))
+    rpc.listen(8)
+    hole = BlackHole()
+    seen = {}
+    monkeypatch.setattr(mooncake_master, 'lifecycle_for', lambda *a, **kw: GateOnly(seen))
+    try:
+        run(mooncake_master, binary=sys.executable, port=rpc.getsockname()[1], metrics_port=free_port(),
+            rpc_address='127.0.0.1', enable_ha=True, etcd_endpoints=['127.0.0.1:%d' % free_port()], ha_name='n1',
+            ha_peers=[dict(name='n2', rpc='127.0.0.1:%d' % free_port(), health='http://127.0.0.1:%d/health'
+                           % free_port()),
+                      dict(name='n3', rpc='127.0.0.1:%d' % hole.port,
+                           health='http://127.0.0.1:%d/health' % hole.port)],
+            ready_timeout=1, poll_interval=0.02)
+        assert not json.loads(capsys.readouterr().out).get('failed')
+        assert seen['peer_gate']()[0][1]() is False  # the election check does not pass
+    finally:
+        rpc.close()
+        hole.close()
+    ha = seen['result']['ha']
+    assert ha['leader_name'] == 'n1' and ha['standbys'] == ['n2']
+    assert_names(ha['problem'], 'n3: no answer from rpc 127.0.0.1:%d (timed out)' % hole.port, 'state unknown',
+                 'Fix', 'ha_peers')
+    assert_names(seen['explain'](''), 'n3: no answer from rpc')
