@@ -32,7 +32,12 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _service
-from ansible_collections.ascend.kvpool.plugins.modules import mooncake_master, mooncake_store_probe, vllm_router
+from ansible_collections.ascend.kvpool.plugins.modules import (
+    etcd_member,
+    mooncake_master,
+    mooncake_store_probe,
+    vllm_router,
+)
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine_tests
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
@@ -40,10 +45,11 @@ from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helper
 ACCESS_DENIED = 'Failed to stop kvpool-router.service: Access denied'
 
 STUB = r"""#!/bin/sh
-# A stub of %(tool)s: logs its arguments; a verb with a file <verb>.rc answers from <verb>.out / .err and exits
-# with that code, any other verb exits 0.
+# A stub of %(tool)s: logs its arguments; a verb (its first argument) with a file <verb>.rc answers from
+# <verb>.out / .err and exits with that code; any other verb answers as "any" does, or exits 0.
 echo "$*" >> "%(dir)s/calls"
 verb="$1"
+if [ ! -f "%(dir)s/$verb.rc" ]; then verb=any; fi
 if [ -f "%(dir)s/$verb.rc" ]; then
     if [ -f "%(dir)s/$verb.err" ]; then cat "%(dir)s/$verb.err" >&2; fi
     if [ -f "%(dir)s/$verb.out" ]; then cat "%(dir)s/$verb.out"; fi
@@ -263,3 +269,50 @@ def test_an_ha_master_that_does_not_answer_at_all_fails_the_gate_naming_it(monke
     assert_names(ha['problem'], 'n3: no answer from rpc 127.0.0.1:%d (timed out)' % hole.port, 'state unknown',
                  'Fix', 'ha_peers')
     assert_names(seen['explain'](''), 'n3: no answer from rpc')
+
+
+DEADLINE = ('{"level":"warn","ts":"2026-12-05T19:00:00Z","caller":"clientv3/retry_interceptor.go:62","msg":"retrying '
+            'of unary invoker failed","target":"endpoint://client/127.0.0.2:2379","attempt":0,"error":"rpc error: '
+            'code = DeadlineExceeded desc = context deadline exceeded"}\nError: context deadline exceeded\n')
+
+
+@pytest.mark.parametrize('check', [True, False])
+def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_cluster(monkeypatch, capsys, tmp_path,
+                                                                                     check):
+    """etcdctl says "context deadline exceeded" for members that run without a quorum too: node2 accepts TCP on its
+    client port (a loopback listener), so it is a failed read naming node2's endpoint, never join.action=new."""
+    etcdctl, systemctl = Tool(tmp_path, 'etcdctl'), Tool(tmp_path, 'systemctl')
+    etcdctl.answer('any', rc=1, err=DEADLINE)
+    systemctl.answer('show', engine_tests.SHOW_MISSING)
+    units = tmp_path / 'units'
+    units.mkdir()
+    monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
+    monkeypatch.setattr(etcd_member, 'UNIT_DIR', str(units))
+
+    def backend_for(module, container=None):
+        be = _service.SystemdBackend(module)
+        be.systemctl = be.journalctl = systemctl.path
+        return be
+    monkeypatch.setattr(etcd_member, 'backend_for', backend_for)
+    peer = socket.socket()
+    peer.bind(('127.0.0.2', 0))
+    peer.listen(8)
+    port = peer.getsockname()[1]
+    params = dict(name='node1', address='127.0.0.1', etcdctl=etcdctl.path, binary=sys.executable,
+                  data_dir=str(tmp_path / 'etcd'), ready_timeout=1, poll_interval=0.05, _ansible_check_mode=check,
+                  members=[dict(name='node1', address='127.0.0.1'),
+                           dict(name='node2', address='127.0.0.2', client_port=port)])
+    try:
+        run(etcd_member, **params)
+        res = json.loads(capsys.readouterr().out)
+    finally:
+        peer.close()
+    assert res.get('failed'), res
+    assert_names(res['msg'], 'etcd member node1', '--endpoints=127.0.0.2:%d member list' % port,
+                 'context deadline exceeded', '127.0.0.2:%d accepts TCP connections' % port, 'quorum',
+                 'nothing was changed', 'Fix', 'restore the quorum', 'initial_cluster_state=new')
+    assert (res.get('join') or {}).get('action') != 'new'
+    assert [c for c in systemctl.calls() if not c.startswith('show')] == [] and os.listdir(str(units)) == []
+    run(etcd_member, **params)  # the member stopped: nothing accepts connections, a first deploy
+    res = json.loads(capsys.readouterr().out)
+    assert res['join']['action'] == 'new' and 'no other member answers' in res['join']['reason'], res

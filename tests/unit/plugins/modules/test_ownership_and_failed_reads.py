@@ -454,7 +454,7 @@ def test_etcd_member_gate_never_skips_the_leader_check_on_an_unreadable_endpoint
     }
     seen = {}
 
-    def fake_etcdctl(module, p, endpoints, *args):
+    def fake_etcdctl(module, p, endpoints, *args, **kwargs):  # kwargs: timeout
         return 0, answers[tuple(args[:2])], ''
 
     class Machine(object):
