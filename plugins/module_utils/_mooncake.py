@@ -322,23 +322,43 @@ def parse_ha_health(body):
             'leader_address': str(data.get('leader_address') or '')}
 
 
+def ha_silent(master):
+    """Whether a master showed nothing at all: its RPC port neither accepted nor refused (a timeout, an unreachable
+    host) and its health endpoint gave no HA view. Only a refused connection (the host answers, no RPC port bound)
+    says "standby" without a view; silence says nothing."""
+    return not master.get('serving') and not master.get('refused') and master.get('view') is None
+
+
 def ha_judgement(masters):
     """Judge an HA master group from what each master showed: ``masters`` are dicts with ``name``, ``rpc``
-    (host:port), ``serving`` (its RPC port accepts connections) and ``view`` (:func:`parse_ha_health`, or None when its
-    admin server did not answer). Returns ``{leader, leader_name, standbys, problem}``; ``problem`` is '' when exactly
-    one master serves RPC and every master that answers is serving or standby and names it as leader."""
+    (host:port), ``serving`` (its RPC port accepts connections), ``refused`` (its RPC port refused the connection:
+    the host answers and binds no RPC port, a standby), ``rpc_error`` (optional: what the connection said) and
+    ``view`` (:func:`parse_ha_health`, or None when its admin server did not answer). Returns ``{leader,
+    leader_name, standbys, problem}``; ``problem`` is '' when exactly one master serves RPC, every other one refused
+    RPC or showed its HA state, and every master that answers is serving or standby and names it as leader. A master
+    that showed nothing (:func:`ha_silent`) is no standby: its state is unknown, which is a problem naming it (it may
+    be the leader, or a master of another election). Pure."""
     serving = [m for m in masters if m.get('serving')]
+    silent = [m for m in masters if ha_silent(m)]
     out = {'leader': serving[0]['rpc'] if len(serving) == 1 else '',
            'leader_name': serving[0]['name'] if len(serving) == 1 else '',
-           'standbys': [m['name'] for m in masters if not m.get('serving')], 'problem': ''}
+           'standbys': [m['name'] for m in masters if not m.get('serving') and not ha_silent(m)], 'problem': ''}
+    if len(serving) > 1:
+        out['problem'] = 'more than one master serves RPC: %s (split brain: check that all use the same etcd ' \
+                         'endpoints and cluster_id)' % ', '.join(m['name'] for m in serving)
+        return out
+    if silent:
+        out['problem'] = '; '.join(
+            '%s: no answer from rpc %s%s or health, state unknown' % (
+                m['name'], m['rpc'], (' (%s)' % m['rpc_error']) if m.get('rpc_error') else '') for m in silent) + \
+            '. Fix: start %s or make %s reachable from this node (a firewall that drops its ports?), or take it ' \
+            'out of the master group (ha_peers): a master whose state is unknown may be the leader' % (
+                ', '.join(m['name'] for m in silent), 'it' if len(silent) == 1 else 'them')
+        return out
     if not serving:
         states = ', '.join('%s %s' % (m['name'], (m.get('view') or {}).get('ha_state') or 'no answer')
                            for m in masters)
         out['problem'] = 'no master serves RPC yet (%s)' % states
-        return out
-    if len(serving) > 1:
-        out['problem'] = 'more than one master serves RPC: %s (split brain: check that all use the same etcd ' \
-                         'endpoints and cluster_id)' % ', '.join(m['name'] for m in serving)
         return out
     leader = serving[0]['rpc']
     for m in masters:

@@ -352,6 +352,10 @@ _DAVINCI = re.compile(r'/davinci(\d+)$')
 
 
 SPEC_LABEL = 'ascend.kvpool.spec'
+# The label of the pool probe's transient containers, and the start of its transient units' Description: what
+# proves a container or unit of a probe's name is the collection's before it is stopped or removed.
+PROBE_LABEL = 'ascend.kvpool.probe'
+PROBE_DESCRIPTION = 'ascend.kvpool probe client'
 MANAGED_LABEL = 'ascend.kvpool.managed'
 # The node's vllm-ascend container (role vllm_ascend_container) carries MANAGED_LABEL with this value: a container of
 # the collection (`docker ps --filter label=ascend.kvpool.managed` lists them all), but never a service container
@@ -616,8 +620,14 @@ class SystemdBackend(_Backend):
         self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit], wait=spec.stop_timeout)
 
     def stop(self, spec, remove=True):
+        """Stop the unit, then (``remove``) remove its unit file, enable link and secret file. A stop that failed
+        while the unit still runs raises ServiceError before anything is removed (never "stopped" with the process
+        serving and its files gone)."""
         unit = '%s.service' % spec.unit
-        self.run([self.systemctl, 'stop', unit], check=False, wait=spec.stop_timeout)
+        rc, out, err = self.run([self.systemctl, 'stop', unit], check=False, wait=spec.stop_timeout)
+        self.require_stopped(unit, rc, (err or out).strip(),
+                             'its unit file, enable link and secret file were kept' if remove else
+                             'its enable link was kept')
         if remove:
             removed = remove_link(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
                 remove_file(secret_file(spec))
@@ -626,6 +636,23 @@ class SystemdBackend(_Backend):
             self.run([self.systemctl, 'reset-failed', unit], check=False)
         elif remove_link(self.wants_path(spec)):
             self.run([self.systemctl, 'daemon-reload'])
+
+    def require_stopped(self, unit, rc, said, kept):
+        """After ``systemctl stop unit`` exited ``rc``: nothing when it succeeded, or when the unit is inactive anyway
+        (read again: a unit that was not loaded); otherwise a ServiceError naming the unit, what systemd said,
+        ``kept`` (what was left in place) and the fix."""
+        if rc == 0:
+            return
+        rc2, out, err = self.run([self.systemctl, 'show', unit, '-pActiveState', '--no-pager'], check=False)
+        state = parse_show(out).get('ActiveState') if rc2 == 0 else None
+        if state in ('inactive', 'failed'):
+            return
+        now = ('%s is still %s' % (unit, state)) if state else \
+            ('the state of %s could not be read (systemctl show: rc %s: %s)' % (unit, rc2, (err or out).strip()[:200]))
+        raise ServiceError('`systemctl stop %s` failed (rc %s: %s) and %s, so it was not stopped and %s. Fix: stop '
+                           'it as root on the node (`systemctl stop %s`: what systemd said above tells why it '
+                           'refused, for example a polkit rule or RefuseManualStop=), then run the task again'
+                           % (unit, rc, said[:300], now, kept, unit))
 
     def wants_path(self, spec):
         return '%s/%s.wants/%s.service' % (UNIT_DIR, WANTED_BY, spec.unit)
@@ -662,6 +689,7 @@ class SystemdBackend(_Backend):
 
     # transient units (the pool probe's clients)
     def run_transient(self, name, argv, max_seconds, mounts=()):
+        self.transient_state(name)  # a unit of that name that is not ours is refused, never reset
         self.run([self.systemctl, 'reset-failed', '%s.service' % name], check=False)
         systemd_run = self.module.get_bin_path('systemd-run')
         if not systemd_run:
@@ -669,21 +697,45 @@ class SystemdBackend(_Backend):
                                'systemd (it provides systemd-run), or run the services in containers '
                                '(vllm_ascend_container_enabled: true)' % name)
         self.run([systemd_run, '--unit', name, '--collect', '--quiet',
+                  '--description', '%s %s' % (PROBE_DESCRIPTION, name),
                   '--property', 'RuntimeMaxSec=%d' % max(1, int(max_seconds)), '--property', 'KillMode=control-group',
                   '--'] + list(argv))
 
-    def transient_alive(self, name):
-        rc, out, err = self.run([self.systemctl, 'show', '%s.service' % name, '-pActiveState', '--no-pager'],
-                                check=False)
-        state = parse_show(out).get('ActiveState') if rc == 0 else None
+    def transient_state(self, name):
+        """The ActiveState of the transient unit ``name``: 'inactive' when no such unit is loaded (nothing to do).
+        A failed read is a ReadError (never "it has ended"); a loaded unit whose Description is not the one
+        ``run_transient`` gives (PROBE_DESCRIPTION) is a ServiceError: it is not the collection's, and is neither
+        stopped nor reset."""
+        unit = '%s.service' % name
+        rc, out, err = self.run([self.systemctl, 'show', unit, '-pLoadState', '-pActiveState', '-pDescription',
+                                 '--no-pager'], check=False)
+        props = parse_show(out) if rc == 0 else {}
+        state = props.get('ActiveState')
         if not state:  # a failed read is never "it has ended"
-            raise ReadError('systemctl show %s.service failed (rc %s: %s), so whether it runs is unknown. Fix: '
-                            'run `systemctl show %s.service` as root on the node; systemd must run and its bus be '
-                            'reachable' % (name, rc, (err or out).strip()[:300], name))
-        return state in ('active', 'activating', 'deactivating')
+            raise ReadError('systemctl show %s failed (rc %s: %s), so whether it runs is unknown. Fix: '
+                            'run `systemctl show %s` as root on the node; systemd must run and its bus be '
+                            'reachable' % (unit, rc, (err or out).strip()[:300], unit))
+        if props.get('LoadState') in ('not-found', '') and state == 'inactive':
+            return state
+        if not props.get('Description', '').startswith(PROBE_DESCRIPTION):
+            raise ServiceError('%s exists but is not a probe unit of ascend.kvpool (its Description is %r, not '
+                               '"%s ..."), so it is neither stopped, reset nor replaced and nothing was changed. '
+                               'Fix: if it is yours, stop it yourself (`systemctl stop %s`) or give the probe '
+                               'another key; the collection only touches the units it started'
+                               % (unit, props.get('Description', '')[:120], PROBE_DESCRIPTION, unit))
+        return state
+
+    def transient_alive(self, name):
+        return self.transient_state(name) in ('active', 'activating', 'deactivating', 'reloading')
 
     def stop_transient(self, name):
-        self.run([self.systemctl, 'stop', '%s.service' % name], check=False, wait=TRANSIENT_STOP_TIMEOUT)
+        """Stop the collection's transient unit ``name`` (nothing when there is none). Raises ServiceError when it
+        is not ours, and when the stop failed while it still runs (never "nothing left behind")."""
+        if self.transient_state(name) in ('inactive', 'failed'):
+            return
+        unit = '%s.service' % name
+        rc, out, err = self.run([self.systemctl, 'stop', unit], check=False, wait=TRANSIENT_STOP_TIMEOUT)
+        self.require_stopped(unit, rc, (err or out).strip(), 'it was left as it is')
 
     def transient_logs(self, name, lines=20):
         return self.log_text([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'], )
@@ -816,12 +868,31 @@ class DockerBackend(_Backend):
         return sorted(n for n in out.split() if n.startswith(prefix))
 
     # transient containers (the pool probe's clients)
+    def probe_owned(self, name):
+        """``docker inspect`` of the transient container ``name`` (None: there is none, nothing to do); a container of
+        that name without the label ``run_transient`` gives (PROBE_LABEL=1) is a ServiceError: it is neither
+        stopped nor removed."""
+        doc = self.inspect(name)
+        if doc and ((doc.get('Config') or {}).get('Labels') or {}).get(PROBE_LABEL) != '1':
+            raise ServiceError('container %s exists but is not a probe container of ascend.kvpool (no label %s=1), '
+                               'so it is neither stopped nor removed and nothing was changed. Fix: if it is yours, '
+                               'rename it (docker rename %s <other>) or remove it yourself, or give the probe another '
+                               'key; the collection only touches the containers it started' % (name, PROBE_LABEL,
+                                                                                                 name))
+        return doc
+
     def run_transient(self, name, argv, max_seconds, mounts=()):
-        """A client in a container of its own; ``mounts``: host directories it shares at the same path."""
+        """A client in a container of its own; ``mounts``: host directories it shares at the same path. A container
+        of that name left by an earlier probe is removed first; one that is not a probe container is refused."""
         tpl = self.template()
-        self.run([self.docker, 'rm', '-f', name], check=False)
+        if self.probe_owned(name) is not None:
+            rc, out, err = self.run([self.docker, 'rm', '-f', name], check=False)
+            if rc != 0 and 'no such container' not in (err or '').lower():
+                raise ServiceError('docker rm -f %s failed (rc %s: %s): the probe container of an earlier run is in '
+                                   'the way. Fix: remove it on the node (`docker rm -f %s`) and run the task again'
+                                   % (name, rc, (err or out).strip()[:300], name))
         cmd = [self.docker, 'run', '-d', '--rm', '--name', name, '--network', 'host', '--init',
-               '--label', 'ascend.kvpool.probe=1']
+               '--label', '%s=1' % PROBE_LABEL]
         if tpl.get('shm_size'):
             cmd += ['--shm-size', str(tpl['shm_size'])]
         for bind in list(tpl.get('binds') or []) + ['%s:%s' % (m, m) for m in mounts]:
@@ -830,11 +901,23 @@ class DockerBackend(_Backend):
         self.run(cmd)
 
     def transient_alive(self, name):
-        doc = self.inspect(name)
+        doc = self.probe_owned(name)
         return bool(doc and (doc.get('State') or {}).get('Running'))
 
     def stop_transient(self, name):
-        self.run([self.docker, 'stop', '-t', '10', name], check=False, wait=10)
+        """Stop the collection's transient container ``name`` (``--rm``: docker removes it); nothing when there is
+        none. Raises ServiceError when it is not ours, and when the stop failed while it still runs."""
+        doc = self.probe_owned(name)
+        if not (doc and (doc.get('State') or {}).get('Running')):
+            return
+        rc, out, err = self.run([self.docker, 'stop', '-t', '10', name], check=False, wait=10)
+        if rc == 0:
+            return
+        doc = self.inspect(name)
+        if doc and (doc.get('State') or {}).get('Running'):
+            raise ServiceError('docker stop %s failed (rc %s: %s) and it still runs, so it keeps running. Fix: stop '
+                               'it on the node (`docker stop %s`), then run the task again'
+                               % (name, rc, (err or out).strip()[:300], name))
 
     def transient_logs(self, name, lines=20):
         return self.log_text([self.docker, 'logs', '--tail', str(lines), name], join=True)
@@ -1204,13 +1287,13 @@ class SystemdLifecycle(Lifecycle):
     def state_stop(self):
         """Stop the unit and remove its files."""
         result = self.result
-        result.update(changed=True, diff=dict(before=self.plan['before'], after=''))
         if not self.module.check_mode:
             try:
                 self.backend.stop(self.spec)
-            except (KvpoolError, IOError, OSError) as exc:
+            except (KvpoolError, IOError, OSError) as exc:  # not changed, not stopped: the state as it was read
                 raise self.error('could not stop %s: %s' % (self.what, exc)) from exc
             result.update(state='stopped', pid=None)
+        result.update(changed=True, diff=dict(before=self.plan['before'], after=''))
         return DONE
 
     def state_unhealthy(self):

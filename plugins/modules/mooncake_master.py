@@ -190,7 +190,9 @@ notes:
   - Only the master's own unit is managed. A port already taken by another process (a master started by hand)
     makes the start fail with a message saying so; that process is never signalled.
   - 'In HA mode a standby master does not serve RPC until it is elected. Readiness is then: the health endpoint
-    answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), and every master
+    answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), every other one
+    refuses them (no RPC port bound) or shows its HA state on its health endpoint (one that answers neither, a
+    timeout or an unreachable host, is a problem naming it: its state is unknown), and every master
     whose health endpoint answers (0.3.12 and later; a 0.3.9 standby answers nothing) is C(serving) or C(standby)
     and names that one as its leader. A leader is elected about 5 s after the first master starts: Mooncake holds
     the leader key with a 5 s etcd lease and serves only after one lease of warm-up.'
@@ -320,7 +322,9 @@ ready_seconds:
   sample: 0.21
 ha:
   description: In HA mode, the election as the gate last saw it - C(leader) (RPC address of the master serving),
-    C(leader_name), C(standbys) (names), C(problem) ('' when the gate passed).
+    C(leader_name), C(standbys) (names of the masters whose RPC port refused the connection or whose health endpoint
+    showed their HA state; a master that answered neither, a timeout or an unreachable host, is no standby but a
+    problem), C(problem) ('' when the gate passed).
   returned: when polled in HA mode
   type: dict
   sample: {leader: "172.31.250.11:50088", leader_name: node1, standbys: [node2], problem: ""}
@@ -340,6 +344,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     http_status,
     parse_cmdline,
     tcp_open,
+    try_connect,
     wrapper_child,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
@@ -515,8 +520,10 @@ def _run(module):
     def ha_view():
         masters = [dict(rpc=endpoints['rpc'], health=endpoints['health'], name=p['ha_name'])] + peers
         for m in masters:
-            host_, port_ = _mooncake.parse_master_address(m['rpc'])
-            m['serving'] = tcp_open(host_, port_, timeout=0.5)
+            # Only a refused connection says "no RPC port here" (a standby); a timeout or an unreachable host says
+            # nothing, and with no health answer either the master's state is unknown (never a standby).
+            conn = try_connect(m['rpc'], 0.5)
+            m.update(serving=conn['ok'], refused='refused' in conn['error'].lower(), rpc_error=conn['error'])
             status, body = http_status(m['health'], timeout=1.0)
             m['view'] = _mooncake.parse_ha_health(body) if status == 200 else None
         view = _mooncake.ha_judgement(masters)
