@@ -22,13 +22,15 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
-from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK, split_env
 from ansible_collections.ascend.kvpool.plugins.modules import (
     etcd_member,
     mooncake_config_file,
+    mooncake_master,
     preflight_facts,
     vllm_router,
     vllm_router_check,
+    vllm_server,
 )
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
@@ -134,6 +136,41 @@ def test_preflight_refuses_a_deadline_that_is_no_deadline(option, value, capsys)
     assert_names(res['msg'], option, 'above 0')
 
 
+# --- secret-named variables of a service's env ------------------------------------------------------------------
+SECRET_ENV = {'HF_TOKEN': 'hf-' + KEY, 'MY_API_KEY': 'ak-' + KEY, 'DB_PASSWORD': 'pw-' + KEY, 'PYTHONHASHSEED': '0',
+              'EMPTY_TOKEN': ''}
+
+
+def test_a_secret_named_variable_is_split_from_the_others():
+    plain, secret = split_env(SECRET_ENV)
+    assert sorted(secret) == ['DB_PASSWORD', 'HF_TOKEN', 'MY_API_KEY']
+    assert plain == {'PYTHONHASHSEED': '0', 'EMPTY_TOKEN': ''}  # an empty value holds no secret
+
+
+@pytest.mark.parametrize('module', ['vllm_server', 'vllm_router', 'mooncake_master'])
+def test_a_secret_named_variable_of_env_is_in_no_result_diff_or_unit(module, svc_manager, capsys):
+    """A service given HF_TOKEN, MY_API_KEY, DB_PASSWORD in env: their values go into the 0600 secret file (the
+    EnvironmentFile=), never into the world-readable unit, the diff, the result's env (vllm_server) or the task's
+    echoed input; in check mode the same. The other variables stay in the unit."""
+    params = {'vllm_server': dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                                  binary=sys.executable, port=free_port(), wait=False),
+              'vllm_router': router_params(svc_manager),
+              'mooncake_master': dict(binary=str(svc_manager.tmp / 'vllm-router'), port=free_port(),
+                                      metrics_port=free_port())}[module]
+    params.update(env=dict(SECRET_ENV), ready_timeout=1, poll_interval=0.02, stop_timeout=5, _ansible_diff=True)
+    mod = {'vllm_server': vllm_server, 'vllm_router': vllm_router, 'mooncake_master': mooncake_master}[module]
+    for check in (True, False):
+        res, out = run(mod, capsys, _ansible_check_mode=check, **params)
+        assert KEY not in out, out
+        if module == 'vllm_server':
+            assert res['env']['HF_TOKEN'] == MASK and res['env']['PYTHONHASHSEED'] == '0'
+        assert 'HF_TOKEN=<secret' in json.dumps(res.get('diff')), res.get('diff')
+    assert svc_manager.text is not None and KEY not in svc_manager.text
+    assert 'Environment="PYTHONHASHSEED=0"' in svc_manager.text or 'PYTHONHASHSEED=0' in svc_manager.text
+    assert 'EnvironmentFile=' in svc_manager.text
+    assert 'HF_TOKEN=hf-%s' % KEY in svc_manager.secret and 'DB_PASSWORD=pw-%s' % KEY in svc_manager.secret
+
+
 # --- vllm_router / vllm_router_check ------------------------------------------------------------------------------
 @pytest.fixture
 def manager(monkeypatch, tmp_path):
@@ -144,6 +181,14 @@ def manager(monkeypatch, tmp_path):
     binary.chmod(0o755)
     mgr.tmp = tmp_path
     return mgr
+
+
+@pytest.fixture
+def svc_manager(monkeypatch, manager):
+    """The in-memory service manager of ``manager`` behind vllm_server and mooncake_master too."""
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: manager)
+    return manager
 
 
 def router_params(manager, **args):
