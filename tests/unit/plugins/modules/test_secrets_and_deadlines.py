@@ -25,6 +25,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._errors import Parse
 from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK, split_env
 from ansible_collections.ascend.kvpool.plugins.modules import (
     etcd_member,
+    kvpool_benchmark,
     mooncake_config_file,
     mooncake_master,
     preflight_facts,
@@ -316,3 +317,56 @@ def test_an_aisbench_result_that_is_a_fifo_is_named_not_opened(tmp_path):
         _aisbench.read_results(str(tmp_path))
     assert time.monotonic() - started < 5
     assert_names(str(raised.value), 'AISBench result', 'ds.csv', 'not a regular file')
+
+
+# A SIMULATED ais_bench that starts (--help answers), then hangs with a child that holds its output open.
+HANGING_AIS_BENCH = '''#!/bin/sh
+[ "$1" = --help ] && { echo "usage: ais_bench"; exit 0; }
+echo "ais_bench (stand-in): loading the tokenizer"
+sleep 300 &
+echo $! > "%s"
+wait
+'''
+
+
+def test_an_ais_bench_that_hangs_is_killed_at_aisbench_timeout_without_coreutils_timeout(
+        tmp_path, monkeypatch, capsys):
+    """A run that never ends, on a host without coreutils' timeout: the module's own deadline kills it and its
+    child after aisbench_timeout and the step fails naming the role's variable and the fix."""
+    child_pid = tmp_path / 'child.pid'
+    fake = tmp_path / 'ais_bench'
+    fake.write_text(HANGING_AIS_BENCH % child_pid)
+    fake.chmod(0o755)
+    original = basic.AnsibleModule.get_bin_path
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda self, name, *a, **kw: None if name == 'timeout' else original(self, name, *a, **kw))
+    started = time.monotonic()
+    res, out = run(kvpool_benchmark, capsys, name='step1', url='http://127.0.0.1:%d' % free_port(), dataset_seed=1,
+                   model='qwen', tokenize='words', tool='aisbench', aisbench_command=str(fake), num_requests=2,
+                   input_tokens=16, aisbench_model_path=str(tmp_path), aisbench_timeout=1.5, api_key=KEY,
+                   variable_prefix='kvpool_benchmark_')
+    assert time.monotonic() - started < 15
+    assert res['failed'], res
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_timeout=1.5', 'killed', 'Fix: raise kvpool_benchmark_'
+                 'aisbench_timeout', 'loading the tokenizer')
+    assert res['aisbench']['timeout_s'] == 1.5 and KEY not in out
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5  # the child (sleep 300) is gone with the group
+    while os.path.exists('/proc/%d' % pid) and 'Z' not in open('/proc/%d/stat' % pid).read().split(') ')[1][:1]:
+        assert time.monotonic() < deadline, 'the hung ais_bench\'s child %d still runs' % pid
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize('value', [0, -5, float('nan'), float('inf'), 10 ** 9])
+def test_an_aisbench_timeout_that_is_no_deadline_is_refused_naming_the_variable(value, capsys):
+    res, dummy = run(kvpool_benchmark, capsys, url='http://127.0.0.1:%d' % free_port(), dataset_seed=1,
+                     aisbench_timeout=value, variable_prefix='kvpool_benchmark_')
+    assert res['failed'], res
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_timeout=', 'above 0', 'at most 604800',
+                 'Fix: set kvpool_benchmark_aisbench_timeout', 'unset (null) for 3600')
+
+
+def test_an_unset_or_null_aisbench_timeout_is_one_hour():
+    assert kvpool_benchmark.aisbench_timeout({'aisbench_timeout': None}) == kvpool_benchmark.AISBENCH_TIMEOUT == 3600
+    assert kvpool_benchmark.aisbench_timeout({}) == 3600
+    assert kvpool_benchmark.aisbench_timeout({'aisbench_timeout': 90.5}) == 90.5
