@@ -12,6 +12,8 @@
 - ``master_host``, ``master_endpoint``: where the nodes reach the Mooncake master (``host:port``, or ``etcd://..``).
 - ``glibc_version``: the glibc version of ``ldd --version`` output (``2.36``), '' when it has none (the same reading
   as the pre-flight's glibc check).
+- ``owned_file_problems``: the files a role is about to write that the collection did not write, each a message
+  naming the file, its variable and the fix (``plugin_utils/ownership.py``; issue 32, ownership).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,6 +26,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _preflight = lazy.module('module_utils._preflight')
 sizes = lazy.module('plugin_utils.sizes')
+ownership = lazy.module('plugin_utils.ownership')
 
 _RAISE = object()
 
@@ -36,6 +39,14 @@ def size_bytes(value, invalid=_RAISE):
         if invalid is _RAISE:
             raise AnsibleFilterError('size_bytes: %s' % exc) from exc
         return invalid
+
+
+def owned_file_problems(entries, stats, reads=None, conffiles='', marks=()):
+    """Messages of the files of ``entries`` that are not the collection's (:func:`ownership.file_problems`)."""
+    try:
+        return ownership.file_problems(entries, stats, reads, conffiles, marks)
+    except ValueError as exc:
+        raise AnsibleFilterError('owned_file_problems: %s' % exc) from exc
 
 
 def glibc_version(ldd_output):
@@ -54,4 +65,5 @@ class FilterModule(object):
             'master_host': lazy.function('plugin_utils.preflight', 'master_host'),
             'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
             'glibc_version': glibc_version,
+            'owned_file_problems': owned_file_problems,
         }
