@@ -493,7 +493,7 @@ def check_aisbench(module, params):
     return exe
 
 
-def run_aisbench(module, params, url, model, data, exe):
+def run_aisbench(params, url, model, data, exe):
     scheme, host, port, base = _loadgen.split_url(url)
     if scheme != 'http' or base:
         raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
@@ -501,14 +501,14 @@ def run_aisbench(module, params, url, model, data, exe):
     # operator named keeps the step's files (prepare_step_dir's rules).
     temporary = None if params['aisbench_work_dir'] else tempfile.mkdtemp(prefix='kvpool-aisbench-')
     try:
-        return _run_aisbench(module, params, host, port, model, data, exe, temporary or params['aisbench_work_dir'],
+        return _run_aisbench(params, host, port, model, data, exe, temporary or params['aisbench_work_dir'],
                              temporary is not None)
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _run_aisbench(module, params, host, port, model, data, exe, work, temporary):
+def _run_aisbench(params, host, port, model, data, exe, work, temporary):
     step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
                                         params['concurrency'], params['temperature'], params['ignore_eos'],
@@ -654,7 +654,7 @@ def run(module):
     before = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
     if params['tool'] == 'aisbench':
         try:
-            summary, info = run_aisbench(module, params, url, model, data, exe)
+            summary, info = run_aisbench(params, url, model, data, exe)
         except KvpoolError as exc:
             exc.result = dict(result, **exc.result)
             raise
