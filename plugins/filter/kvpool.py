@@ -15,6 +15,8 @@
 - ``node_container_problem``: '' when role vllm_ascend_container may recreate or remove the container of its name
   (none there, or its label says the role made it), else the message naming the host, the container and the fix
   (``module_utils/_service.py``, next to the service containers' label rule).
+- ``owned_file_problems``: the files a role is about to write that the collection did not write, each a message
+  naming the file, its variable and the fix (``plugin_utils/ownership.py``; issue 32, ownership).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,6 +29,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _preflight = lazy.module('module_utils._preflight')
 sizes = lazy.module('plugin_utils.sizes')
+ownership = lazy.module('plugin_utils.ownership')
 
 _RAISE = object()
 
@@ -39,6 +42,14 @@ def size_bytes(value, invalid=_RAISE):
         if invalid is _RAISE:
             raise AnsibleFilterError('size_bytes: %s' % exc) from exc
         return invalid
+
+
+def owned_file_problems(entries, stats, reads=None, conffiles='', marks=()):
+    """Messages of the files of ``entries`` that are not the collection's (:func:`ownership.file_problems`)."""
+    try:
+        return ownership.file_problems(entries, stats, reads, conffiles, marks)
+    except ValueError as exc:
+        raise AnsibleFilterError('owned_file_problems: %s' % exc) from exc
 
 
 def glibc_version(ldd_output):
@@ -58,4 +69,5 @@ class FilterModule(object):
             'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
             'glibc_version': glibc_version,
             'node_container_problem': lazy.function('module_utils._service', 'node_container_problem'),
+            'owned_file_problems': owned_file_problems,
         }

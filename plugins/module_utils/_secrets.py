@@ -99,6 +99,26 @@ def mask_env(env):
     return dict((k, MASK if secret_name(k) and v not in (None, '') else v) for k, v in (env or {}).items())
 
 
+def split_env(env):
+    """``(plain, secret)``: the environment ``env`` (a dict) in two, the variables whose name says they hold a
+    secret (``HF_TOKEN``, ``MY_API_KEY``, ``DB_PASSWORD``, ...) and have a value apart from the others. A service
+    gets the secret ones from its 0600 ``EnvironmentFile=`` (or, in container mode, filled in by the action plugin),
+    never from its world-readable unit file, the diff or a result."""
+    plain, secret = {}, {}
+    for key, value in (env or {}).items():
+        if secret_name(key) and value not in (None, ''):
+            secret[key] = value
+        else:
+            plain[key] = value
+    return plain, secret
+
+
+def env_secret_values(env):
+    """The values of the secret-named variables of ``env``, for a module's ``no_log_values`` (so Ansible masks them
+    in the task's echoed input too); as :func:`secret_values`, none under 3 characters."""
+    return [str(v) for v in split_env(env)[1].values() if len(str(v)) >= 3]
+
+
 def mask_text(text, values=()):
     """``text`` (a log tail, an answer, a message) with every one of ``values`` and every secret-shaped assignment
     (``--api-key K``, ``api_key=K``, ``"token": "T"``, ``Authorization: Bearer T``, a URL's password) masked."""

@@ -62,7 +62,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     tail_text,
     wait_until,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv, mask_text
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv, mask_text, split_env
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 UNIT_DIR = '/etc/systemd/system'
@@ -111,8 +111,12 @@ class ServiceSpec(object):
         self.unit = unit
         self.description = description
         self.argv = [str(a) for a in argv]
-        self.env = dict((str(k), str(v)) for k, v in (env or {}).items())
-        self.secret_env = dict((str(k), str(v)) for k, v in (secret_env or {}).items() if v)
+        # A variable whose name says it holds a secret (HF_TOKEN, *_API_KEY, *PASSWORD*) goes into the 0600
+        # EnvironmentFile= with the module's own secrets, never into the world-readable unit or a diff.
+        plain, secret = split_env(dict((str(k), str(v)) for k, v in (env or {}).items()))
+        self.env = plain
+        self.secret_env = dict((k, v) for k, v in dict(secret, **dict(
+            (str(k), str(v)) for k, v in (secret_env or {}).items())).items() if v)
         self.after = list(after)
         self.owner = owner
         self.stop_timeout = float(stop_timeout)

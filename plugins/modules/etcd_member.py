@@ -161,8 +161,12 @@ options:
     elements: str
     default: []
   env:
-    description: Extra environment of the member (for example C(ETCD_UNSUPPORTED_ARCH=arm64) for etcd 3.4 on
-      aarch64).
+    description:
+      - Extra environment of the member (for example C(ETCD_UNSUPPORTED_ARCH=arm64) for etcd 3.4 on aarch64).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
     type: dict
     default: {}
   ready_timeout:
@@ -397,6 +401,8 @@ def _etcdctl(module, p, endpoints, *args, **kwargs):
 
 
 def _run(module):
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY): masked wherever the result echoes the task's input.
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env']))
     p = module.params
     try:
         members = check_params(p)

@@ -154,6 +154,10 @@ options:
   env:
     description:
       - Extra environment of the master process (for example C(LD_LIBRARY_PATH) for a source build).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
       - Part of the effective settings, so a change restarts the master.
       - Names are letters, digits and C(_), not starting with a digit (no C(=), not empty); a null value is the
         empty string.
@@ -338,7 +342,9 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _shared, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import (
+    _errors, _mooncake, _preflight, _secrets, _shared, _validate,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     http_status,
@@ -486,6 +492,8 @@ def main():
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY): masked wherever the result echoes the task's input.
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env']))
     env = check_params(module)
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.

@@ -22,13 +22,16 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _aisbench, _preflight, _service
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import ParseError
-from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import MASK, split_env
 from ansible_collections.ascend.kvpool.plugins.modules import (
     etcd_member,
+    kvpool_benchmark,
     mooncake_config_file,
+    mooncake_master,
     preflight_facts,
     vllm_router,
     vllm_router_check,
+    vllm_server,
 )
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.module_utils import service_fakes as engine
@@ -135,6 +138,41 @@ def test_preflight_refuses_a_deadline_that_is_no_deadline(option, value, capsys)
     assert_names(res['msg'], option, 'above 0')
 
 
+# --- secret-named variables of a service's env ------------------------------------------------------------------
+SECRET_ENV = {'HF_TOKEN': 'hf-' + KEY, 'MY_API_KEY': 'ak-' + KEY, 'DB_PASSWORD': 'pw-' + KEY, 'PYTHONHASHSEED': '0',
+              'EMPTY_TOKEN': ''}
+
+
+def test_a_secret_named_variable_is_split_from_the_others():
+    plain, secret = split_env(SECRET_ENV)
+    assert sorted(secret) == ['DB_PASSWORD', 'HF_TOKEN', 'MY_API_KEY']
+    assert plain == {'PYTHONHASHSEED': '0', 'EMPTY_TOKEN': ''}  # an empty value holds no secret
+
+
+@pytest.mark.parametrize('module', ['vllm_server', 'vllm_router', 'mooncake_master'])
+def test_a_secret_named_variable_of_env_is_in_no_result_diff_or_unit(module, svc_manager, capsys):
+    """A service given HF_TOKEN, MY_API_KEY, DB_PASSWORD in env: their values go into the 0600 secret file (the
+    EnvironmentFile=), never into the world-readable unit, the diff, the result's env (vllm_server) or the task's
+    echoed input; in check mode the same. The other variables stay in the unit."""
+    params = {'vllm_server': dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                                  binary=sys.executable, port=free_port(), wait=False),
+              'vllm_router': router_params(svc_manager),
+              'mooncake_master': dict(binary=str(svc_manager.tmp / 'vllm-router'), port=free_port(),
+                                      metrics_port=free_port())}[module]
+    params.update(env=dict(SECRET_ENV), ready_timeout=1, poll_interval=0.02, stop_timeout=5, _ansible_diff=True)
+    mod = {'vllm_server': vllm_server, 'vllm_router': vllm_router, 'mooncake_master': mooncake_master}[module]
+    for check in (True, False):
+        res, out = run(mod, capsys, _ansible_check_mode=check, **params)
+        assert KEY not in out, out
+        if module == 'vllm_server':
+            assert res['env']['HF_TOKEN'] == MASK and res['env']['PYTHONHASHSEED'] == '0'
+        assert 'HF_TOKEN=<secret' in json.dumps(res.get('diff')), res.get('diff')
+    assert svc_manager.text is not None and KEY not in svc_manager.text
+    assert 'Environment="PYTHONHASHSEED=0"' in svc_manager.text or 'PYTHONHASHSEED=0' in svc_manager.text
+    assert 'EnvironmentFile=' in svc_manager.text
+    assert 'HF_TOKEN=hf-%s' % KEY in svc_manager.secret and 'DB_PASSWORD=pw-%s' % KEY in svc_manager.secret
+
+
 # --- vllm_router / vllm_router_check ------------------------------------------------------------------------------
 @pytest.fixture
 def manager(monkeypatch, tmp_path):
@@ -145,6 +183,14 @@ def manager(monkeypatch, tmp_path):
     binary.chmod(0o755)
     mgr.tmp = tmp_path
     return mgr
+
+
+@pytest.fixture
+def svc_manager(monkeypatch, manager):
+    """The in-memory service manager of ``manager`` behind vllm_server and mooncake_master too."""
+    for mod in (vllm_server, mooncake_master):
+        monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: manager)
+    return manager
 
 
 def router_params(manager, **args):
@@ -416,3 +462,56 @@ def test_an_aisbench_result_that_is_a_fifo_is_named_not_opened(tmp_path):
         _aisbench.read_results(str(tmp_path))
     assert time.monotonic() - started < 5
     assert_names(str(raised.value), 'AISBench result', 'ds.csv', 'not a regular file')
+
+
+# A SIMULATED ais_bench that starts (--help answers), then hangs with a child that holds its output open.
+HANGING_AIS_BENCH = '''#!/bin/sh
+[ "$1" = --help ] && { echo "usage: ais_bench"; exit 0; }
+echo "ais_bench (stand-in): loading the tokenizer"
+sleep 300 &
+echo $! > "%s"
+wait
+'''
+
+
+def test_an_ais_bench_that_hangs_is_killed_at_aisbench_timeout_without_coreutils_timeout(
+        tmp_path, monkeypatch, capsys):
+    """A run that never ends, on a host without coreutils' timeout: the module's own deadline kills it and its
+    child after aisbench_timeout and the step fails naming the role's variable and the fix."""
+    child_pid = tmp_path / 'child.pid'
+    fake = tmp_path / 'ais_bench'
+    fake.write_text(HANGING_AIS_BENCH % child_pid)
+    fake.chmod(0o755)
+    original = basic.AnsibleModule.get_bin_path
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda self, name, *a, **kw: None if name == 'timeout' else original(self, name, *a, **kw))
+    started = time.monotonic()
+    res, out = run(kvpool_benchmark, capsys, name='step1', url='http://127.0.0.1:%d' % free_port(), dataset_seed=1,
+                   model='qwen', tokenize='words', tool='aisbench', aisbench_command=str(fake), num_requests=2,
+                   input_tokens=16, aisbench_model_path=str(tmp_path), aisbench_timeout=1.5, api_key=KEY,
+                   variable_prefix='kvpool_benchmark_')
+    assert time.monotonic() - started < 15
+    assert res['failed'], res
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_timeout=1.5', 'killed', 'Fix: raise kvpool_benchmark_'
+                 'aisbench_timeout', 'loading the tokenizer')
+    assert res['aisbench']['timeout_s'] == 1.5 and KEY not in out
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5  # the child (sleep 300) is gone with the group
+    while os.path.exists('/proc/%d' % pid) and 'Z' not in open('/proc/%d/stat' % pid).read().split(') ')[1][:1]:
+        assert time.monotonic() < deadline, 'the hung ais_bench\'s child %d still runs' % pid
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize('value', [0, -5, float('nan'), float('inf'), 10 ** 9])
+def test_an_aisbench_timeout_that_is_no_deadline_is_refused_naming_the_variable(value, capsys):
+    res, dummy = run(kvpool_benchmark, capsys, url='http://127.0.0.1:%d' % free_port(), dataset_seed=1,
+                     aisbench_timeout=value, variable_prefix='kvpool_benchmark_')
+    assert res['failed'], res
+    assert_names(res['msg'], 'kvpool_benchmark_aisbench_timeout=', 'above 0', 'at most 604800',
+                 'Fix: set kvpool_benchmark_aisbench_timeout', 'unset (null) for 3600')
+
+
+def test_an_unset_or_null_aisbench_timeout_is_one_hour():
+    assert kvpool_benchmark.aisbench_timeout({'aisbench_timeout': None}) == kvpool_benchmark.AISBENCH_TIMEOUT == 3600
+    assert kvpool_benchmark.aisbench_timeout({}) == 3600
+    assert kvpool_benchmark.aisbench_timeout({'aisbench_timeout': 90.5}) == 90.5

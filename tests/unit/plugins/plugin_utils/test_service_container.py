@@ -238,6 +238,15 @@ def test_docker_args_fill_only_the_secrets_the_module_names(names, task_args, en
     assert args['env'] == env and values == ([KEY] if len(env) == 2 else [])
 
 
+def test_a_secret_named_variable_of_the_tasks_env_is_filled_from_there_and_masked():
+    """The module leaves HF_TOKEN of its env out of the container definition (secret_env names it); the action
+    fills it from the task's env, and its value is among those masked in docker_container's answer."""
+    task = {'api_key': KEY, 'env': {'HF_TOKEN': 'hf-token-value', 'A': '1'}}
+    args, values = sc.docker_args({'env': {'A': '1'}}, ['HF_TOKEN', 'VLLM_API_KEY'], {'VLLM_API_KEY': 'api_key'}, task)
+    assert args['env'] == {'A': '1', 'HF_TOKEN': 'hf-token-value', 'VLLM_API_KEY': KEY}
+    assert sorted(values) == sorted(['hf-token-value', KEY])
+
+
 def test_docker_containers_empty_diff_of_an_unchanged_container_is_not_shown():
     node = Node([rendered(action='none', state='running', diff=None), gated()],
                 [{'changed': False, 'diff': {'before': {}, 'after': {}}}])
