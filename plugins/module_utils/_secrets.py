@@ -30,9 +30,10 @@ MASK = '********'
 
 # A flag or variable name that holds a secret: API keys, access or private keys, tokens, passwords, secrets,
 # credentials, anything "auth" (Authorization, --auth-token). Matched on the name folded to lower case with "_"
-# and "-" removed.
-_SECRET_NAME = re.compile(r'(apikey|accesskey|secretkey|privatekey|token|passw(or)?d|secret|credential|auth|'
-                          r'bearer|cookie|session)')
+# and "-" removed. Not secrets: counts of tokens and the tokenizer (vLLM's --max-num-batched-tokens 8192,
+# --tokenizer <path>), an author: their values are numbers and paths a message must show.
+_SECRET_NAME = re.compile(r'(apikey|accesskey|secretkey|privatekey|token(?!s|izer)|passw(or)?d|secret|credential|'
+                          r'auth(?!or)|bearer|cookie|session)')
 # --name=value, NAME=value, name: value inside free text; the name ends where the separator starts.
 _ASSIGN = re.compile(r'''(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>["']?\s*[=:]\s*["']?)(?P<value>[^\s"',;)}\]]+)''')
 _FLAG_SPACE = re.compile(r'''(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>\s+)'''

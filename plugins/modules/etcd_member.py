@@ -401,8 +401,10 @@ def _etcdctl(module, p, endpoints, *args, **kwargs):
 
 
 def _run(module):
-    # Secret-named variables of env (HF_TOKEN, *_API_KEY): masked wherever the result echoes the task's input.
-    module.no_log_values.update(_secrets.env_secret_values(module.params['env']))
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     p = module.params
     try:
         members = check_params(p)

@@ -473,8 +473,10 @@ def main():
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
-    # Secret-named variables of env (HF_TOKEN, *_API_KEY): masked wherever the result echoes the task's input.
-    module.no_log_values.update(_secrets.env_secret_values(module.params['env']))
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     env, path_prepend = check_params(module)
     api_key = p['api_key'] or None
     host = p['health_host'] or _vllm.probe_host(p['host'])

@@ -299,3 +299,43 @@ def test_the_runner_kills_the_group_of_its_own_running_command(monkeypatch):
     proc = _Proc(4321)
     _runner.kill_group(proc)
     assert sent == [(4321, signal.SIGKILL)] and proc.killed
+
+
+# --- the instances' restarts before and after: never "kept serving" from nothing read -----------------------------
+DOCKER_STUB = '''#!/bin/sh
+case "$1" in
+  ps) [ -n "$PS_FAILS" ] && { echo "Cannot connect to the Docker daemon" >&2; exit 1; }
+      printf 'kvpool-mooncake-master\\nkvpool-vllm-qwen-a\\n' ;;
+  inspect) [ -n "$INSPECT_FAILS" ] && { echo "Error: No such object: $4" >&2; exit 1; }
+      echo "2 2026-12-05T20:00:00.1Z" ;;
+esac
+'''
+
+
+@pytest.mark.parametrize('fault, rc, names', [
+    ('', 0, ['kvpool-vllm-qwen-a 2 2026-12-05T20:00:00.1Z']),
+    ('PS_FAILS', 1, ['docker ps failed', 'check the docker daemon']),
+    ('INSPECT_FAILS', 1, ['docker inspect kvpool-vllm-qwen-a failed', 'check the docker daemon']),
+])
+def test_the_drills_container_read_fails_on_a_failed_docker_answer(tmp_path, fault, rc, names):
+    """Container mode: the drill reads each instance container's restart count and start time (SIMULATED docker
+    answers); a failed docker read fails the task, never an empty list that reads as 'kept serving'."""
+    script = yaml.safe_load(PLAYBOOK.read_text())[0]['vars']['kvpool_drill_containers_script']
+    assert '{{' not in script  # docker's Go templates are split by shell quotes, never read by Ansible
+    stub = tmp_path / 'docker'
+    stub.write_text(DOCKER_STUB)
+    stub.chmod(0o755)
+    env = dict(os.environ, PATH='%s:%s' % (tmp_path, os.environ.get('PATH', '')))
+    if fault:
+        env[fault] = '1'
+    done = subprocess.run(['sh', '-c', script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == rc, done
+    assert_names(done.stdout if rc == 0 else done.stderr, *names)
+    assert 'kvpool-mooncake-master' not in done.stdout  # only the instances
+
+
+def test_the_drill_says_not_checked_when_no_instance_was_read():
+    """The report line: the same lines before and after are 'kept serving' only when there were lines at all."""
+    text = PLAYBOOK.read_text()
+    assert "'not checked: no instance of the collection found on this host'" in text
+    assert text.index('if not kvpool_drill_restarts_before.stdout_lines') < text.index("'kept serving, not restarted'")

@@ -173,6 +173,22 @@ def test_a_secret_named_variable_of_env_is_in_no_result_diff_or_unit(module, svc
     assert 'HF_TOKEN=hf-%s' % KEY in svc_manager.secret and 'DB_PASSWORD=pw-%s' % KEY in svc_manager.secret
 
 
+@pytest.mark.parametrize('module', ['vllm_server', 'mooncake_master'])
+def test_the_value_of_a_secret_named_flag_of_extra_args_is_in_no_result(module, svc_manager, capsys):
+    """extra_args with --hf-token T (a flag whose name says secret): T is masked in the result's argv, the diff and
+    the echoed input; a count of tokens and a tokenizer path are no secrets and stay readable."""
+    params = {'vllm_server': dict(name='qwen-a', model='/models/qwen', served_model_name='qwen', host='127.0.0.1',
+                                  binary=sys.executable, port=free_port(), wait=False),
+              'mooncake_master': dict(binary=str(svc_manager.tmp / 'vllm-router'), port=free_port(),
+                                      metrics_port=free_port())}[module]
+    params.update(extra_args=['--hf-token', 'hf-' + KEY, '--tokenizer=/models/tok-7b', '--max-num-batched-tokens',
+                              '8193'], ready_timeout=1, poll_interval=0.02, stop_timeout=5, _ansible_diff=True)
+    mod = {'vllm_server': vllm_server, 'mooncake_master': mooncake_master}[module]
+    res, out = run(mod, capsys, _ansible_check_mode=True, **params)
+    assert KEY not in out, out
+    assert '/models/tok-7b' in out and '8193' in out
+
+
 # --- vllm_router / vllm_router_check ------------------------------------------------------------------------------
 @pytest.fixture
 def manager(monkeypatch, tmp_path):
