@@ -17,6 +17,8 @@
   (``module_utils/_service.py``, next to the service containers' label rule).
 - ``owned_file_problems``: the files a role is about to write that the collection did not write, each a message
   naming the file, its variable and the fix (``plugin_utils/ownership.py``; issue 32, ownership).
+- ``teardown_dir_problems``: the directories teardown.yml must not remove as a whole (``/`` and those directly
+  under it; one of the collection's whose name does not say kvpool), each a message naming it and the fix.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -52,6 +54,11 @@ def owned_file_problems(entries, stats, reads=None, conffiles='', marks=()):
         raise AnsibleFilterError('owned_file_problems: %s' % exc) from exc
 
 
+def teardown_dir_problems(paths, explicit=False, host=None):
+    """Messages of the directories teardown.yml must not remove as a whole (:func:`ownership.teardown_dir_problems`)."""
+    return ownership.teardown_dir_problems(paths, explicit, host)
+
+
 def glibc_version(ldd_output):
     """glibc version of ``ldd --version`` output, '' when unreadable."""
     return _preflight.glibc_version(ldd_output if isinstance(ldd_output, str) else '') or ''
@@ -70,4 +77,5 @@ class FilterModule(object):
             'glibc_version': glibc_version,
             'node_container_problem': lazy.function('module_utils._service', 'node_container_problem'),
             'owned_file_problems': owned_file_problems,
+            'teardown_dir_problems': teardown_dir_problems,
         }

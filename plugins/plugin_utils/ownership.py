@@ -151,3 +151,29 @@ def file_problems(entries, stats, reads=None, conffiles='', marks=()):
         if problem:
             problems.append(problem)
     return problems
+
+
+def teardown_dir_problems(paths, explicit=False, host=None):
+    """Messages of the directories of ``paths`` that ``teardown.yml`` must not remove as a whole (pure).
+
+    Never: a relative path, ``/`` or a directory directly under it (``/etc``, ``/var``, ``/opt``), whoever named
+    it. The collection's own directories (``kvpool_defaults_config_dir``, ``kvpool_defaults_state_dir``, defaults
+    ``/etc/ascend-kvpool``, ``/var/lib/ascend-kvpool``) also only when their name says ``kvpool``: one set to a shared
+    directory (``/etc/ascend``) holds files the collection did not write. ``explicit``: the operator listed the
+    paths in ``kvpool_teardown_paths``, which is their word that everything in them may go."""
+    on = ('%s: ' % host) if host else ''
+    out = []
+    for path in paths or []:
+        text = str(path or '')
+        parts = [p for p in text.split('/') if p not in ('', '.')]
+        if not text.startswith('/') or len(parts) < 2 or '..' in parts:
+            out.append('%steardown.yml never removes %r as a whole: / , a directory directly under it, a relative path '
+                       'or one with .. would take files the collection did not write. Fix: list only the '
+                       'collection\'s own directories in kvpool_teardown_paths (defaults /etc/ascend-kvpool and '
+                       '/var/lib/ascend-kvpool)' % (on, text))
+        elif not explicit and 'kvpool' not in parts[-1]:
+            out.append('%steardown.yml does not remove %s as a whole: its name does not say kvpool, so it may be a '
+                       'shared directory (kvpool_defaults_config_dir or kvpool_defaults_state_dir set to it) with '
+                       'files the collection did not write. Fix: remove the collection\'s files there by hand, or '
+                       'name the directories to remove in kvpool_teardown_paths' % (on, text))
+    return out
