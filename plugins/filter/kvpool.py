@@ -20,9 +20,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _preflight = lazy.module('module_utils._preflight')
+_preflight_rules = lazy.module('plugin_utils.preflight')
 sizes = lazy.module('plugin_utils.sizes')
 
 _RAISE = object()
@@ -36,6 +38,15 @@ def size_bytes(value, invalid=_RAISE):
         if invalid is _RAISE:
             raise AnsibleFilterError('size_bytes: %s' % exc) from exc
         return invalid
+
+
+def master_endpoint(*args, **kwargs):
+    """mooncake.json's master_server_address (:func:`preflight.master_endpoint`); an address, port or etcd endpoint
+    that is not one fails the template with the message naming its variable."""
+    try:
+        return _preflight_rules.master_endpoint(*args, **kwargs)
+    except KvpoolError as exc:
+        raise AnsibleFilterError('master_endpoint: %s' % exc) from exc
 
 
 def glibc_version(ldd_output):
@@ -52,6 +63,6 @@ class FilterModule(object):
             'memory_shortfall': lazy.function('plugin_utils.preflight', 'memory_shortfall'),
             'hash_seed_mismatch': lazy.function('plugin_utils.preflight', 'hash_seed_mismatch'),
             'master_host': lazy.function('plugin_utils.preflight', 'master_host'),
-            'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
+            'master_endpoint': master_endpoint,
             'glibc_version': glibc_version,
         }
