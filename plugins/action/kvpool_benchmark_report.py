@@ -45,11 +45,6 @@ class ActionModule(ControllerReportAction):
         report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'],
                                            test_equipment=args['test_equipment'])
         result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
-        if self._task.check_mode and not any(
-                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
-                for r in args['results'].values()):
-            result['msg'] = 'check mode: no step sent traffic, no report written'
-            return result
         report_dir = args['report_dir']
         try:
             _validate.path_component(args['basename'], 'basename')
@@ -58,10 +53,16 @@ class ActionModule(ControllerReportAction):
         base = os.path.join(report_dir, args['basename'])
         files = {'json': base + '.json', 'markdown': base + '.md'}
         # No file is written unless every one already there is the collection's (the chart's too: checked
-        # before matplotlib writes it), so a hand-written summary.md never goes, nor half of a report.
+        # before matplotlib writes it), so a hand-written summary.md never goes, nor half of a report. Check mode
+        # without traffic says the same: the real run would fail there.
         for kind, path in (('json', files['json']), ('markdown', files['markdown']), ('png', base + '.png')):
             if kind != 'png' or args['chart']:
                 check_ours(path, kind, PATH_VARIABLES)
+        if self._task.check_mode and not any(
+                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
+                for r in args['results'].values()):
+            result['msg'] = 'check mode: no step sent traffic, no report written'
+            return result
         try:
             if not os.path.isdir(report_dir):
                 os.makedirs(report_dir)

@@ -26,13 +26,14 @@ STATUS_VARS = {'hostvars': {'node1': {'vllm_instance_status': []}}, 'ansible_pla
 
 def run_benchmark(monkeypatch, tmp_path, check_mode=False, chart=True):
     from ansible_collections.ascend.kvpool.tests.unit.plugins.plugin_utils import report_actions
-    monkeypatch.setattr(report_actions.FakeTask, 'check_mode', check_mode, raising=False)
+    monkeypatch.setattr(report_actions.FakeTask, 'check_mode', check_mode is not False, raising=False)
+    step = dict(STEP, check_mode=True) if check_mode == 'no traffic' else STEP
     return run_report_action(monkeypatch, benchmark_action.ActionModule,
-                             {'results': {'step1': STEP, 'step2': STEP, 'step3': STEP}, 'report_dir': str(tmp_path),
+                             {'results': {'step1': step, 'step2': step, 'step3': step}, 'report_dir': str(tmp_path),
                               'basename': 'summary', 'chart': chart}, {})
 
 
-@pytest.mark.parametrize('check_mode', [False, True])
+@pytest.mark.parametrize('check_mode', [False, True, 'no traffic'])
 def test_a_hand_written_markdown_at_the_reports_path_is_never_replaced(monkeypatch, tmp_path, check_mode):
     (tmp_path / 'summary.md').write_text('# my notes\n')
     with pytest.raises(AnsibleActionFail) as exc:
