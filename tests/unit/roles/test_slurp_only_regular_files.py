@@ -44,7 +44,13 @@ def probe_record():
     return [t for t in block['always'] if 'ascend.kvpool.mooncake_store_probe' not in t]
 
 
+def install_detect():
+    tasks = tasks_of('mooncake_install', 'detect.yml')
+    return [t for t in tasks if 'source tag' in t['name']]
+
+
 CASES = {
+    'mooncake_install_state_dir': (install_detect, {'mooncake_install_method': 'source'}),
     'kvpool_router_record_path': (router_run, {}),
     'kvpool_router_record_path on localhost': (benchmark_routing, {'kvpool_benchmark_router_host': 'localhost'}),
     'mooncake_config_probe_marker': (probe_record, {'mooncake_config_probe_writer_host': 'localhost',
@@ -55,12 +61,13 @@ CASES = {
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
 @pytest.mark.parametrize('variable', sorted(CASES))
 def test_a_fifo_at_a_record_path_is_refused_naming_the_variable_never_read(tmp_path, variable):
-    fifo = tmp_path / 'record'
+    fifo = tmp_path / ('source-version' if variable == 'mooncake_install_state_dir' else 'record')
     os.mkfifo(str(fifo))
     tasks, extra = CASES[variable]
     play = [{'hosts': 'localhost', 'gather_facts': False, 'connection': 'local', 'tasks': tasks(), 'vars': dict(
         extra, ansible_python_interpreter=sys.executable, kvpool_router_record_path=str(fifo),
-        kvpool_defaults_router_record_path=str(fifo), mooncake_config_probe_marker=str(fifo))}]
+        kvpool_defaults_router_record_path=str(fifo), mooncake_config_probe_marker=str(fifo),
+        mooncake_install_state_dir=str(tmp_path))}]
     playbook = tmp_path / 'play.yml'
     playbook.write_text(yaml.safe_dump(play))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / 'ansible.cfg'), ANSIBLE_LOCALHOST_WARNING='false',
@@ -68,6 +75,6 @@ def test_a_fifo_at_a_record_path_is_refused_naming_the_variable_never_read(tmp_p
     run = subprocess.run([str(PLAYBOOK), '-i', 'localhost,', str(playbook)], capture_output=True, text=True,
                          env=env, cwd=str(tmp_path), check=False, timeout=120)   # a slurp of the FIFO never ends
     assert run.returncode != 0, run.stdout[-3000:]
-    assert_names(run.stdout, '%s (%s) on localhost is not a regular file' % (fifo, variable.split(' ')[0]),
-                 'a FIFO', 'Fix:')
-    assert 'TASK [Read the' not in run.stdout                              # the slurp never ran
+    named = '(under %s)' % variable if variable == 'mooncake_install_state_dir' else '(%s)' % variable.split(' ')[0]
+    assert_names(run.stdout, '%s %s on localhost' % (fifo, named), 'is not a regular file', 'a FIFO', 'Fix:')
+    assert 'TASK [Read the' not in run.stdout                              # no slurp ran
