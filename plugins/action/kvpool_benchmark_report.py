@@ -57,7 +57,7 @@ class ActionModule(ControllerReportAction):
         # without traffic says the same: the real run would fail there.
         for kind, path in (('json', files['json']), ('markdown', files['markdown']), ('png', base + '.png')):
             if kind != 'png' or args['chart']:
-                check_ours(path, kind, PATH_VARIABLES)
+                check_ours(path, kind, PATH_VARIABLES, self.NAME)
         if self._task.check_mode and not any(
                 isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
                 for r in args['results'].values()):

@@ -52,6 +52,16 @@ OWNER = 'ascend.kvpool'
 MARKDOWN_HEADER = '<!-- Written by ascend.kvpool'
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 MAX_PROOF_BYTES = 64 * 1024 * 1024
+# A report of an earlier release (before the proof) is the collection's when it has the layout only that action
+# writes (as for the router's record): the JSON's top-level keys, the Markdown's title line; its chart is the one
+# that report's JSON lists in files.chart.
+EARLIER_JSON_KEYS = {
+    'npu_network_report': frozenset(('ok', 'label', 'nodes', 'npus_checked', 'pings', 'findings', 'suspects',
+                                     'links')),
+    'vllm_instance_report': frozenset(('ok', 'instances', 'healthy', 'lines', 'problems', 'missing_hosts', 'status')),
+    'kvpool_benchmark_report': frozenset(('title', 'steps', 'ttft_ms', 'reference', 'checks', 'findings', 'files')),
+}
+EARLIER_MARKDOWN = {'kvpool_benchmark_report': '# vLLM-Ascend KV pool TTFT benchmark'}
 
 
 def markdown_header(action):
@@ -82,9 +92,30 @@ def _png_software(data):
     return None
 
 
-def _why_not_ours(path, kind):
+def _earlier_json(value, action):
+    """Whether the JSON ``value`` is a report of ``action`` of an earlier release (no ``written_by``, its layout)."""
+    keys = EARLIER_JSON_KEYS.get(action)
+    return bool(keys) and isinstance(value, dict) and WRITTEN_BY_KEY not in value and keys <= set(value)
+
+
+def _listed_chart(path, action):
+    """Whether the JSON report beside the chart ``path`` (same base name) is the collection's and lists ``path`` as
+    its chart (the proof of a chart of an earlier release)."""
+    sibling = os.path.splitext(path)[0] + '.json'
+    try:
+        if _why_not_ours(sibling, 'json', action) is not None:
+            return False
+        with open(sibling, 'rb') as handle:
+            value = json.loads(handle.read(MAX_PROOF_BYTES).decode('utf-8'))
+    except (IOError, OSError, ValueError):
+        return False
+    files = value.get('files') if isinstance(value, dict) else None
+    return isinstance(files, dict) and files.get('chart') == path
+
+
+def _why_not_ours(path, kind, action=None):
     """None when the regular file ``path`` is a report of the collection of ``kind`` (``json``, ``markdown``,
-    ``png``), else why it is not."""
+    ``png``), written by ``action`` in an earlier release too, else why it is not."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         return 'it is a symlink to %s' % os.readlink(path)
@@ -96,7 +127,7 @@ def _why_not_ours(path, kind):
         data = handle.read(MAX_PROOF_BYTES if kind != 'markdown' else 4096)
     if kind == 'png':
         software = _png_software(data)
-        if software is None or not software.startswith(OWNER + '.'):
+        if (software is None or not software.startswith(OWNER + '.')) and not _listed_chart(path, action):
             return 'it is not a PNG chart with the text "Software: %s.<action>"' % OWNER
         return None
     if kind == 'json':
@@ -105,22 +136,24 @@ def _why_not_ours(path, kind):
         except ValueError:
             return 'it is not JSON'
         owner = value.get(WRITTEN_BY_KEY) if isinstance(value, dict) else None
-        if not isinstance(owner, str) or not owner.startswith(OWNER + '.'):
+        if (not isinstance(owner, str) or not owner.startswith(OWNER + '.')) and not _earlier_json(value, action):
             return 'its JSON has no top-level "%s": "%s.<action>"' % (WRITTEN_BY_KEY, OWNER)
         return None
-    if not data.startswith(MARKDOWN_HEADER.encode('ascii')):
+    earlier = EARLIER_MARKDOWN.get(action)
+    if not data.startswith(MARKDOWN_HEADER.encode('ascii')) and not (earlier and data.startswith(earlier.encode())):
         return 'its first line is not the header "%s ... -->"' % MARKDOWN_HEADER
     return None
 
 
-def check_ours(path, kind, variable):
+def check_ours(path, kind, variable, action=None):
     """Raise AnsibleActionFail naming ``path``, ``variable`` (what sets the path) and the fix unless ``path`` is
     absent, a directory (:func:`write_atomic` refuses it) or a report of the collection of ``kind`` (its proof:
-    ``written_by``, the Markdown header or the PNG text). The same in check mode: nothing is written before it."""
+    ``written_by``, the Markdown header or the PNG text; a report of ``action`` of an earlier release: its layout).
+    The same in check mode: nothing is written before it."""
     if not os.path.lexists(path) or (os.path.isdir(path) and not os.path.islink(path)):
         return
     try:
-        why = _why_not_ours(path, kind)
+        why = _why_not_ours(path, kind, action)
     except (IOError, OSError) as exc:
         why = 'it cannot be read (%s)' % (getattr(exc, 'strerror', None) or exc)
     if why:
@@ -183,7 +216,7 @@ def write_json_report(path, report, action='report', variable='the report path')
     :func:`write_atomic`, with its proof ``written_by`` (:func:`owned_json`), after :func:`check_ours`; returns the
     path written. Raises OSError/IOError, and AnsibleActionFail for a file that is not the collection's."""
     path = os.path.abspath(os.path.expanduser(path))
-    check_ours(path, 'json', variable)
+    check_ours(path, 'json', variable, action)
     write_atomic(path, json_text(owned_json(report, action)))
     return path
 

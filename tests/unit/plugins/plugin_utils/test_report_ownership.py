@@ -77,3 +77,23 @@ def test_a_json_report_path_holding_another_file_names_the_variable(monkeypatch,
         res = run_report_action(monkeypatch, vllm_instance_action.ActionModule, {'path': str(path)}, STATUS_VARS)
         assert res['path'] == str(path) and 'written_by' not in res, run
         assert json.loads(path.read_text())['written_by'] == 'ascend.kvpool.vllm_instance_report'
+
+
+def test_reports_of_an_earlier_release_are_the_collections_by_their_layout(monkeypatch, tmp_path):
+    """Before the proof: the action's own layout (its JSON keys, the Markdown's title line, the chart its JSON lists)
+    is the collection's, as for the router's record; a hand-written file of another layout is not."""
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
+    report = bench_report.build_report({'step1': STEP, 'step2': STEP, 'step3': STEP})
+    report['files'] = {'json': str(tmp_path / 'summary.json'), 'markdown': str(tmp_path / 'summary.md'),
+                       'chart': str(tmp_path / 'summary.png')}
+    (tmp_path / 'summary.json').write_text(json.dumps(report))
+    (tmp_path / 'summary.md').write_text(bench_report.render_markdown(report, 'summary.png'))
+    (tmp_path / 'summary.png').write_bytes(b'\x89PNG\r\n\x1a\nmatplotlib of an earlier release')
+    res = run_benchmark(monkeypatch, tmp_path, chart=True)
+    assert res['files']['markdown'] == str(tmp_path / 'summary.md')
+    assert json.loads((tmp_path / 'summary.json').read_text())['written_by'] == 'ascend.kvpool.kvpool_benchmark_report'
+    path = tmp_path / 'vllm.json'
+    path.write_text(json.dumps({'ok': True, 'instances': 0, 'healthy': 0, 'lines': [], 'problems': [],
+                                'missing_hosts': [], 'status': {}}))
+    run_report_action(monkeypatch, vllm_instance_action.ActionModule, {'path': str(path)}, STATUS_VARS)
+    assert json.loads(path.read_text())['written_by'] == 'ascend.kvpool.vllm_instance_report'
