@@ -27,9 +27,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _preflight = lazy.module('module_utils._preflight')
+_preflight_rules = lazy.module('plugin_utils.preflight')
 sizes = lazy.module('plugin_utils.sizes')
 ownership = lazy.module('plugin_utils.ownership')
 
@@ -59,6 +61,15 @@ def teardown_dir_problems(paths, explicit=False, host=None):
     return ownership.teardown_dir_problems(paths, explicit, host)
 
 
+def master_endpoint(*args, **kwargs):
+    """mooncake.json's master_server_address (:func:`preflight.master_endpoint`); an address, port or etcd endpoint
+    that is not one fails the template with the message naming its variable."""
+    try:
+        return _preflight_rules.master_endpoint(*args, **kwargs)
+    except KvpoolError as exc:
+        raise AnsibleFilterError('master_endpoint: %s' % exc) from exc
+
+
 def glibc_version(ldd_output):
     """glibc version of ``ldd --version`` output, '' when unreadable."""
     return _preflight.glibc_version(ldd_output if isinstance(ldd_output, str) else '') or ''
@@ -73,7 +84,7 @@ class FilterModule(object):
             'memory_shortfall': lazy.function('plugin_utils.preflight', 'memory_shortfall'),
             'hash_seed_mismatch': lazy.function('plugin_utils.preflight', 'hash_seed_mismatch'),
             'master_host': lazy.function('plugin_utils.preflight', 'master_host'),
-            'master_endpoint': lazy.function('plugin_utils.preflight', 'master_endpoint'),
+            'master_endpoint': master_endpoint,
             'glibc_version': glibc_version,
             'node_container_problem': lazy.function('module_utils._service', 'node_container_problem'),
             'owned_file_problems': owned_file_problems,

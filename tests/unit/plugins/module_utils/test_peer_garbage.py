@@ -165,7 +165,8 @@ def test_mooncake_json_never_holds_nan_or_infinity(capsys, tmp_path, value):
 def test_a_report_writes_nan_and_infinity_as_null(tmp_path):
     report = {'ttft_ms': float('nan'), 'rows': [{'hit': float('inf')}, (1.5, float('-inf'))], 'ok': True}
     path = report_files.write_json_report(str(tmp_path / 'r.json'), report)
-    assert _strict(open(path).read()) == {'ttft_ms': None, 'rows': [{'hit': None}, [1.5, None]], 'ok': True}
+    assert _strict(open(path).read()) == {'ttft_ms': None, 'rows': [{'hit': None}, [1.5, None]], 'ok': True,
+                                          'written_by': 'ascend.kvpool.report'}
 
 
 # --- mooncake_config_file against a fake etcd that answers garbage ------------------------------------------------
