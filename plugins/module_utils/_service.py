@@ -881,8 +881,8 @@ class DockerBackend(_Backend):
             raise ServiceError('container %s exists but is not a probe container of ascend.kvpool (no label %s=1), '
                                'so it is neither stopped nor removed and nothing was changed. Fix: if it is yours, '
                                'rename it (docker rename %s <other>) or remove it yourself, or give the probe another '
-                               'key; the collection only touches the containers it started' % (name, PROBE_LABEL,
-                                                                                                 name))
+                               'key; the collection only touches the containers it started'
+                               % (name, PROBE_LABEL, name))
         return doc
 
     def run_transient(self, name, argv, max_seconds, mounts=()):

@@ -102,8 +102,8 @@ def test_a_pid_that_is_no_longer_the_containers_is_never_signalled(cgroup, names
 
 
 LEAF = st.none() | st.booleans() | st.integers(min_value=-5, max_value=10 ** 6) | st.floats() | st.text(max_size=8)
-STATE = st.fixed_dictionaries({}, optional=dict((k, LEAF) for k in ('Running', 'Pid', 'Paused', 'Restarting',
-                                                                     'Status')))
+STATE = st.fixed_dictionaries({}, optional=dict(
+    (k, LEAF) for k in ('Running', 'Pid', 'Paused', 'Restarting', 'Status')))
 DOC = st.fixed_dictionaries({'Name': st.sampled_from(['/' + NAME, NAME, '/other']) | LEAF,
                              'Id': st.just(CID) | LEAF, 'State': STATE | LEAF})
 

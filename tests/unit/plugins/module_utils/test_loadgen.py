@@ -361,4 +361,3 @@ def test_a_failed_metrics_read_never_shows_the_urls_password():
     text, error = _loadgen.get_text('http://scraper:s3cret-pw@127.0.0.1:%d/metrics' % port, timeout=1.0)
     assert text is None
     assert 's3cret-pw' not in error and '127.0.0.1:%d/metrics' % port in error
-

@@ -56,8 +56,8 @@ WORD = st.text(alphabet=st.characters(blacklist_categories=('Cs',), blacklist_ch
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(WORD, max_size=6), st.sampled_from(['--api-key', '--api_key', '--hf-token', '--password',
-                                                      '--auth-token', '--secret-key']),
+@given(st.lists(WORD, max_size=6),
+       st.sampled_from(['--api-key', '--api_key', '--hf-token', '--password', '--auth-token', '--secret-key']),
        st.booleans(), SECRET, st.lists(WORD, max_size=6))
 def test_a_secret_flag_value_never_survives_whatever_surrounds_it(before, flag, joined, secret, after):
     """Any words a process may have around a secret flag: its value is masked, the number of words kept."""

@@ -160,7 +160,6 @@ def test_a_failed_render_still_runs_the_removals_it_asked_for():
     assert res['failed'] and res['changed'] and node.calls[1][1] == ops[0] and 'container_ops' not in res
 
 
-
 def test_a_failed_removal_of_the_service_container_is_no_stop():
     """Container mode's stop (issue 32 audit): docker_container state=absent that fails leaves the task failed naming
     the container, with the state as the module read it (running), never "stopped"."""
@@ -171,6 +170,7 @@ def test_a_failed_removal_of_the_service_container_is_no_stop():
     assert res['failed'] and not res.get('changed')
     assert_names(res['msg'], 'community.docker.docker_container', 'remove container %s' % UNIT, 'permission denied')
     assert res['state'] == 'running' and res['pid'] == 77 and len(node.calls) == 2
+
 
 # --- the action plugin itself, _execute_module faked --------------------------------------------------------------
 
