@@ -835,8 +835,13 @@ class DockerBackend(_Backend):
         labels = (doc.get('Config') or {}).get('Labels') or {}
         text = labels.get(self.LABEL)
         env = dict(e.partition('=')[::2] for e in (doc.get('Config') or {}).get('Env') or [])
-        names = json.loads(text).get('secret_env', []) if text else []
-        secret = render_secret_env(dict((n, env.get(n, '')) for n in names))
+        try:
+            names = json.loads(text).get('secret_env', []) if text else []
+        except (ValueError, AttributeError):  # a spec label that is not our JSON: differs from the wanted one
+            names = []
+        if not isinstance(names, list):
+            names = []
+        secret = render_secret_env(dict((str(n), env.get(str(n), '')) for n in names))
         return text, secret, status
 
     def status(self, spec):
