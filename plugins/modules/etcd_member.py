@@ -107,7 +107,7 @@ options:
         C(existing). Listed as a started member - the task fails naming C(etcdctl member remove <ID>), as its data was
         lost and the cluster refuses it until then.
       - Only an C(etcdctl member list) that says it reached no endpoint (C(context deadline exceeded), C(connection
-        refused)) counts as none answering, and only while no member accepts a TCP connection on its client port:
+        refused)) counts as none answering, and only while no member accepts a TCP connection on its client port -
         etcd members that run without a quorum (a member list needs a leader) make etcdctl say the same, and then the
         task fails naming the members that accept connections and the fix (restore the quorum), never bootstrapping
         a new cluster beside the live one. Any other failure, and an answer that is not a member list (even with
