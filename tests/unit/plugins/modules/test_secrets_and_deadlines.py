@@ -426,7 +426,7 @@ def test_a_hung_journal_read_is_named_in_the_log_tail_and_a_hung_docker_is_never
     docker.docker = str(hung.dir / 'docker')
     for call, named in ((lambda: docker.inspect('kvpool-vllm-a'), '`docker inspect kvpool-vllm-a`'),
                         (lambda: docker.list_units('kvpool-vllm-'), '`docker ps -a'),
-                        (lambda: docker.template(), '`docker inspect vllm-ascend`')):
+                        (docker.template, '`docker inspect vllm-ascend`')):
         with pytest.raises(_service.CommandTimeout) as raised:
             call()
         assert_names(str(raised.value), named, 'did not finish within 0.5 s', 'Fix')
