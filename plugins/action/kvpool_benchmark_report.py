@@ -21,11 +21,15 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
-    ControllerReportAction, json_text, write_atomic,
+    ControllerReportAction, check_ours, json_text, markdown_header, owned_json, png_metadata, write_atomic,
 )
+
+# What sets the report's paths, named when a file there is not the collection's.
+PATH_VARIABLES = 'kvpool_benchmark_report_dir / basename (the role\'s kvpool_benchmark_report_dir)'
 
 
 class ActionModule(ControllerReportAction):
+    NAME = 'kvpool_benchmark_report'
     ARGUMENT_SPEC = dict(
         results=dict(type='dict', required=True),
         report_dir=dict(type='path', required=True),
@@ -41,11 +45,6 @@ class ActionModule(ControllerReportAction):
         report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'],
                                            test_equipment=args['test_equipment'])
         result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
-        if self._task.check_mode and not any(
-                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
-                for r in args['results'].values()):
-            result['msg'] = 'check mode: no step sent traffic, no report written'
-            return result
         report_dir = args['report_dir']
         try:
             _validate.path_component(args['basename'], 'basename')
@@ -53,21 +52,33 @@ class ActionModule(ControllerReportAction):
             raise AnsibleActionFail(str(exc)) from exc
         base = os.path.join(report_dir, args['basename'])
         files = {'json': base + '.json', 'markdown': base + '.md'}
+        # No file is written unless every one already there is the collection's (the chart's too: checked
+        # before matplotlib writes it), so a hand-written summary.md never goes, nor half of a report. Check mode
+        # without traffic says the same: the real run would fail there.
+        for kind, path in (('json', files['json']), ('markdown', files['markdown']), ('png', base + '.png')):
+            if kind != 'png' or args['chart']:
+                check_ours(path, kind, PATH_VARIABLES, self.NAME)
+        if self._task.check_mode and not any(
+                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
+                for r in args['results'].values()):
+            result['msg'] = 'check mode: no step sent traffic, no report written'
+            return result
         try:
             if not os.path.isdir(report_dir):
                 os.makedirs(report_dir)
             chart_note = None
             if args['chart']:
                 files['chart'] = base + '.png'
-                chart_note = bench_report.render_chart(report, files['chart'])
+                chart_note = bench_report.render_chart(report, files['chart'], metadata=png_metadata(self.NAME))
                 if chart_note:
                     del files['chart']
                     result.setdefault('warnings', []).append(chart_note)
             report['files'] = dict(files)
             report['chart_note'] = chart_note
-            write_atomic(files['markdown'], bench_report.render_markdown(
+            write_atomic(files['markdown'], markdown_header(self.NAME) + bench_report.render_markdown(
                 report, os.path.basename(files['chart']) if 'chart' in files else None))
-            write_atomic(files['json'], json_text(report, default=to_text))  # NaN / Infinity as null
+            # NaN / Infinity as null; written_by only in the file
+            write_atomic(files['json'], json_text(owned_json(report, self.NAME), default=to_text))
         except (IOError, OSError) as exc:
             raise AnsibleActionFail('cannot write the benchmark report under %s: %s (option report_dir; the role\'s '
                                     'kvpool_benchmark_report_dir): name a writable directory'

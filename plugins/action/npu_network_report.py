@@ -22,6 +22,7 @@ PING_KEYS = ('failed', 'msg', 'failed_pairs', 'results#')
 
 
 class ActionModule(ControllerReportAction):
+    NAME = 'npu_network_report'
     ARGUMENT_SPEC = dict(
         result_var=dict(type='str'),
         ping_var=dict(type='str', default='npu_network_ping'),

@@ -16,6 +16,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import vll
 
 
 class ActionModule(ControllerReportAction):
+    NAME = 'vllm_instance_report'
     ARGUMENT_SPEC = dict(
         status_var=dict(type='str', default='vllm_instance_status'),
         all_hosts=dict(type='list', elements='str'),

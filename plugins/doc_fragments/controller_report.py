@@ -29,7 +29,12 @@ options:
     type: str
     default: ""
   path:
-    description: Controller path of the JSON report; not written when omitted.
+    description:
+      - Controller path of the JSON report; not written when omitted.
+      - The report carries the top-level key C(written_by) (C(ascend.kvpool.<action>)). A file already at the path
+        is replaced only when it has that key (or is a report of the same action of an earlier release, by its
+        layout); any other file (hand-written, a link, a FIFO) fails the task naming it, in check mode too, and stays
+        as it was.
     type: path
   all_hosts:
     description:

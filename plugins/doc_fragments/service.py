@@ -111,4 +111,10 @@ notes:
     unit of that name loaded from another file, fails the task naming it and the fix, in check mode too.
   - A C(systemctl show) that fails (C(Failed to connect to bus)) fails the task naming it; it is never taken as
     "not running".
+  - Deadlines - every command the module runs on the node (C(systemctl), C(journalctl), in container mode
+    C(docker inspect), C(ps), C(logs), C(exec)) runs under coreutils C(timeout -s KILL N). N is 120 seconds, and for
+    C(systemctl stop) and C(restart), which wait for the service to stop, twice O(stop_timeout) plus 30 seconds when
+    that is longer (systemd waits up to O(stop_timeout) after SIGTERM and again after SIGKILL). A command killed
+    there fails the task naming the command, the tool and N; it is never taken as an answer ("not running", "no
+    container", "stopped"). Without C(timeout) on the node the task fails before running anything.
 """

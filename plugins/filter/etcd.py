@@ -72,12 +72,22 @@ def master_ha_peers(hosts, hostvars, me, port=50088, metrics_port=9003):
     return out
 
 
-def master_kill_target(inspect, container, cgroup=None):
+def master_kill_target(inspect, container, cgroup=None, systemd=False, host=None):
     """``{pid, id}`` of the main process of the master's service container that the failover drill may signal, from
     the registered ``docker inspect`` (and, to confirm, the registered read of ``/proc/<pid>/cgroup``); an error
-    naming the container and the fix when it is not running, its pid is 1 or less, or the pid is not its process."""
+    naming the container and the fix when it is not running, its pid is 1 or less, or the pid is not its process.
+
+    ``systemd=True`` (host mode): ``inspect`` is the registered ``systemctl show -p
+    LoadState,ActiveState,SubState,MainPID <unit>`` and ``container`` the unit; ``{pid, unit}`` of a unit that is
+    loaded, active and has a main process, else an error naming the unit and the fix. ``host`` names the host in the
+    messages."""
     try:
-        return _mooncake.container_kill_target(inspect, container, cgroup)
+        if systemd:
+            if cgroup is not None:
+                raise ValueError('cgroup is for container mode; with systemd=true the unit\'s processes are '
+                                 'signalled by systemd')
+            return _mooncake.unit_kill_target(inspect, container, host)
+        return _mooncake.container_kill_target(inspect, container, cgroup, host)
     except ValueError as exc:
         raise AnsibleFilterError('master_kill_target: %s' % exc) from exc
 

@@ -36,6 +36,7 @@ import time
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _proc
 from ansible_collections.ascend.kvpool.plugins.module_utils._prometheus import metric_sum, number, split_series
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_text
 
 try:
     import http.client as http_client
@@ -255,13 +256,13 @@ def http_request(url, body=None, api_key=None, timeout=30.0):
 
 
 def get_text(url, timeout=10.0, api_key=None):
-    """``(text, error)`` of a GET: text is None on any failure and error says why."""
+    """``(text, error)`` of a GET: text is None on any failure and error says why (the URL's password masked)."""
     try:
         status, text = http_request(url, None, api_key, timeout)
     except (OSError, socket.timeout, http_client.HTTPException, ValueError) as exc:
-        return None, '%s: %s' % (url, exc)
+        return None, '%s: %s' % (mask_text(url), mask_text(str(exc)))
     if status != 200:
-        return None, '%s: HTTP %d %s' % (url, status, text[:200])
+        return None, '%s: HTTP %d %s' % (mask_text(url), status, mask_text(text[:200]))
     return text, None
 
 

@@ -322,23 +322,43 @@ def parse_ha_health(body):
             'leader_address': str(data.get('leader_address') or '')}
 
 
+def ha_silent(master):
+    """Whether a master showed nothing at all: its RPC port neither accepted nor refused (a timeout, an unreachable
+    host) and its health endpoint gave no HA view. Only a refused connection (the host answers, no RPC port bound)
+    says "standby" without a view; silence says nothing."""
+    return not master.get('serving') and not master.get('refused') and master.get('view') is None
+
+
 def ha_judgement(masters):
     """Judge an HA master group from what each master showed: ``masters`` are dicts with ``name``, ``rpc``
-    (host:port), ``serving`` (its RPC port accepts connections) and ``view`` (:func:`parse_ha_health`, or None when its
-    admin server did not answer). Returns ``{leader, leader_name, standbys, problem}``; ``problem`` is '' when exactly
-    one master serves RPC and every master that answers is serving or standby and names it as leader."""
+    (host:port), ``serving`` (its RPC port accepts connections), ``refused`` (its RPC port refused the connection:
+    the host answers and binds no RPC port, a standby), ``rpc_error`` (optional: what the connection said) and
+    ``view`` (:func:`parse_ha_health`, or None when its admin server did not answer). Returns ``{leader,
+    leader_name, standbys, problem}``; ``problem`` is '' when exactly one master serves RPC, every other one refused
+    RPC or showed its HA state, and every master that answers is serving or standby and names it as leader. A master
+    that showed nothing (:func:`ha_silent`) is no standby: its state is unknown, which is a problem naming it (it may
+    be the leader, or a master of another election). Pure."""
     serving = [m for m in masters if m.get('serving')]
+    silent = [m for m in masters if ha_silent(m)]
     out = {'leader': serving[0]['rpc'] if len(serving) == 1 else '',
            'leader_name': serving[0]['name'] if len(serving) == 1 else '',
-           'standbys': [m['name'] for m in masters if not m.get('serving')], 'problem': ''}
+           'standbys': [m['name'] for m in masters if not m.get('serving') and not ha_silent(m)], 'problem': ''}
+    if len(serving) > 1:
+        out['problem'] = 'more than one master serves RPC: %s (split brain: check that all use the same etcd ' \
+                         'endpoints and cluster_id)' % ', '.join(m['name'] for m in serving)
+        return out
+    if silent:
+        out['problem'] = '; '.join(
+            '%s: no answer from rpc %s%s or health, state unknown' % (
+                m['name'], m['rpc'], (' (%s)' % m['rpc_error']) if m.get('rpc_error') else '') for m in silent) + \
+            '. Fix: start %s or make %s reachable from this node (a firewall that drops its ports?), or take it ' \
+            'out of the master group (ha_peers): a master whose state is unknown may be the leader' % (
+                ', '.join(m['name'] for m in silent), 'it' if len(silent) == 1 else 'them')
+        return out
     if not serving:
         states = ', '.join('%s %s' % (m['name'], (m.get('view') or {}).get('ha_state') or 'no answer')
                            for m in masters)
         out['problem'] = 'no master serves RPC yet (%s)' % states
-        return out
-    if len(serving) > 1:
-        out['problem'] = 'more than one master serves RPC: %s (split brain: check that all use the same etcd ' \
-                         'endpoints and cluster_id)' % ', '.join(m['name'] for m in serving)
         return out
     leader = serving[0]['rpc']
     for m in masters:
@@ -370,7 +390,7 @@ def ha_hint(text):
     return ''
 
 
-# --- the failover drill's kill (playbooks/drill_master_failover.yml, container mode) ------------------------------
+# --- the failover drill's kill (playbooks/drill_master_failover.yml) ----------------------------------------------
 # docker inspect reports State.Pid 0 for a container that is not running: ``kill -KILL 0`` would signal the task's
 # own process group (on the mock cluster it killed Ansible's worker), ``kill -KILL -1`` every process the user may
 # signal, and 1 is init. So the drill signals a pid only when the container runs, the pid is above 1, and the process
@@ -395,13 +415,26 @@ def _registered(value, what):
     return value, ''
 
 
-def container_kill_target(inspect, container, cgroup=None):
+def _on(host):
+    """The prefix that names the host in a message of the drill's kill target."""
+    return ('%s: ' % host) if host else ''
+
+
+def container_kill_target(inspect, container, cgroup=None, host=None):
     """``{'pid': int, 'id': str}`` of the main process of ``container`` that a signal may go to, from ``docker
     inspect <container>`` (its registered result or its text) and, with ``cgroup``, the text (or registered result)
     of ``/proc/<pid>/cgroup`` read afterwards. Raises ValueError naming the container, what was seen and the fix: a
     container that is missing, not running, paused or restarting, a pid of 1 or less (Docker's 0 for a stopped
     container), an answer about another container, and a pid whose cgroup does not name the container's id (the
-    process ended, and the pid may be another process now). Pure: nothing is signalled here."""
+    process ended, and the pid may be another process now). ``host`` (the inventory name), when given, starts every
+    message. Pure: nothing is signalled here."""
+    try:
+        return _container_kill_target(inspect, container, cgroup)
+    except ValueError as exc:
+        raise ValueError('%s%s' % (_on(host), exc)) from exc
+
+
+def _container_kill_target(inspect, container, cgroup):
     name = str(container or '').strip()
     what = 'docker inspect %s' % name
     text, problem = _registered(inspect, what)
@@ -443,3 +476,57 @@ def container_kill_target(inspect, container, cgroup=None):
                          'id %s: the process ended and the pid may be another process now), so nothing was killed: '
                          'run the drill again' % (pid, name, pid, cid[:12]))
     return target
+
+
+# Host mode: what systemctl kill needs to be a kill. `systemctl kill` of a unit that is not loaded fails, but of a unit
+# that is loaded and stopped (MainPID 0) it may signal nothing and exit 0: the drill would then time a failover that
+# never happened. So the unit must be loaded, active and have a main process, read right before.
+UNIT_KILL_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID')
+
+
+def unit_kill_target(show, unit, host=None):
+    """``{'pid': int, 'unit': str}`` of the systemd unit ``unit`` whose processes the failover drill may kill with
+    ``systemctl kill -s KILL``, from ``systemctl show -p LoadState,ActiveState,SubState,MainPID <unit>`` (its
+    registered result or its text). Raises ValueError naming the host, the unit, what was seen and the fix: a read
+    that failed or printed no state, a unit that is not loaded (``not-found``, ``masked``), not ``active`` (stopped,
+    failed, between two starts) or whose MainPID is 1 or less (0: no main process). Pure: nothing is signalled
+    here; the drill's command that signals reads MainPID once more and kills only when it is still this pid."""
+    name = str(unit or '').strip()
+    on = _on(host)
+    where = host or 'the node'
+    text, problem = _registered(show, 'systemctl show %s' % name)
+    if problem:
+        raise ValueError('%s%s, so whether the master runs is unknown and nothing was killed. Fix: run `systemctl '
+                         'show %s` as root on %s; systemd must run and its bus be reachable'
+                         % (on, problem, name, where))
+    props = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition('=')
+        if sep and key.strip() in UNIT_KILL_PROPERTIES:
+            props[key.strip()] = value.strip()
+    missing = [k for k in ('LoadState', 'ActiveState', 'MainPID') if not props.get(k)]
+    if missing:
+        raise ValueError('%ssystemctl show %s printed no %s (%r), so whether the master runs is unknown and nothing '
+                         'was killed. Fix: run `systemctl show -p LoadState,ActiveState,MainPID %s` on %s'
+                         % (on, name, ', '.join(missing), text[:200], name, where))
+    load, active, sub, pid_text = props['LoadState'], props['ActiveState'], props.get('SubState'), props['MainPID']
+    if load != 'loaded':
+        raise ValueError('%sunit %s is %s (LoadState), so nothing was killed: the master does not run as a systemd '
+                         'unit on %s. Fix: run the drill where the leader\'s master runs as a unit (site.yml '
+                         '--tags master deploys it; in container mode set kvpool_site_container to the node\'s '
+                         'container)' % (on, name, load, where))
+    state = '%s%s' % (active, (' (%s)' % sub) if sub else '')
+    if active != 'active':
+        raise ValueError('%sunit %s is %s with MainPID %s, so nothing was killed: systemctl kill of a unit that does '
+                         'not run kills nothing, and the drill would time a failover that never happened. Fix: start '
+                         'it (site.yml --tags master) and run the drill again once the masters have one leader'
+                         % (on, name, state, pid_text))
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        pid = None
+    if pid is None or pid <= 1:
+        raise ValueError('%sunit %s is %s but its MainPID is %r, which is no process of it (0: no main process), so '
+                         'nothing was killed. Fix: check `systemctl status %s` on %s and run the drill again once it '
+                         'runs' % (on, name, state, pid_text, name, where))
+    return {'pid': pid, 'unit': name}

@@ -31,10 +31,12 @@ C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 DEFAULT_TIMEOUT = 120
 
 
-def execute(argv, timeout=DEFAULT_TIMEOUT, env=None):
+def execute(argv, timeout=DEFAULT_TIMEOUT, env=None, cwd=None, locale=None):
     """Run one argv list with the C locale; return (rc, stdout, stderr) as text.
 
-    ``env`` adds variables to the environment (``LD_LIBRARY_PATH`` of a service, for ``ldd``); the locale stays C.
+    ``env`` adds variables to the environment (``LD_LIBRARY_PATH`` of a service, for ``ldd``); the locale stays C,
+    or ``locale`` (a dict such as ``{'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'}``) when given. ``cwd``: its working
+    directory.
 
     A command that outlives ``timeout`` seconds is killed with its whole process tree and reported with rc -9 and
     ``timed out after N s`` on stderr. The command runs in its own session (process group), so the kill reaches
@@ -43,9 +45,9 @@ def execute(argv, timeout=DEFAULT_TIMEOUT, env=None):
     """
     environ = dict(os.environ)
     environ.update(env or {})
-    environ.update(C_LOCALE)
+    environ.update(locale or C_LOCALE)
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, cwd=cwd,
                                 stderr=subprocess.PIPE, close_fds=True, env=environ, start_new_session=True)
     except OSError as e:
         return 127, '', '%s: %s' % (argv[0], e.strerror or e)

@@ -30,9 +30,10 @@ MASK = '********'
 
 # A flag or variable name that holds a secret: API keys, access or private keys, tokens, passwords, secrets,
 # credentials, anything "auth" (Authorization, --auth-token). Matched on the name folded to lower case with "_"
-# and "-" removed.
-_SECRET_NAME = re.compile(r'(apikey|accesskey|secretkey|privatekey|token|passw(or)?d|secret|credential|auth|'
-                          r'bearer|cookie|session)')
+# and "-" removed. Not secrets: counts of tokens and the tokenizer (vLLM's --max-num-batched-tokens 8192,
+# --tokenizer <path>), an author: their values are numbers and paths a message must show.
+_SECRET_NAME = re.compile(r'(apikey|accesskey|secretkey|privatekey|token(?!s|izer)|passw(or)?d|secret|credential|'
+                          r'auth(?!or)|bearer|cookie|session)')
 # --name=value, NAME=value, name: value inside free text; the name ends where the separator starts.
 _ASSIGN = re.compile(r'''(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>["']?\s*[=:]\s*["']?)(?P<value>[^\s"',;)}\]]+)''')
 _FLAG_SPACE = re.compile(r'''(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>\s+)'''
@@ -97,6 +98,26 @@ def mask_argv(argv):
 def mask_env(env):
     """A copy of the environment ``env`` (a dict) with the value of every secret-named variable masked."""
     return dict((k, MASK if secret_name(k) and v not in (None, '') else v) for k, v in (env or {}).items())
+
+
+def split_env(env):
+    """``(plain, secret)``: the environment ``env`` (a dict) in two, the variables whose name says they hold a
+    secret (``HF_TOKEN``, ``MY_API_KEY``, ``DB_PASSWORD``, ...) and have a value apart from the others. A service
+    gets the secret ones from its 0600 ``EnvironmentFile=`` (or, in container mode, filled in by the action plugin),
+    never from its world-readable unit file, the diff or a result."""
+    plain, secret = {}, {}
+    for key, value in (env or {}).items():
+        if secret_name(key) and value not in (None, ''):
+            secret[key] = value
+        else:
+            plain[key] = value
+    return plain, secret
+
+
+def env_secret_values(env):
+    """The values of the secret-named variables of ``env``, for a module's ``no_log_values`` (so Ansible masks them
+    in the task's echoed input too); as :func:`secret_values`, none under 3 characters."""
+    return [str(v) for v in split_env(env)[1].values() if len(str(v)) >= 3]
 
 
 def mask_text(text, values=()):

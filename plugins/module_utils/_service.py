@@ -27,7 +27,14 @@ The decision is a pure function (``decide``) of the wanted state, whether the wr
 one, and the service's status, so it is unit-tested without systemd. ``render_unit`` and ``parse_show`` are pure
 too.
 
-Commands run as argv lists through ``run_command`` with ``LANG=C``. ``systemctl`` is called directly rather than
+Commands run as argv lists through ``run_command`` with ``LANG=C``, each under coreutils ``timeout -s KILL N``
+(``run_bounded``): ``run_command`` has no deadline of its own, and a ``systemctl`` whose bus does not answer or a
+``docker`` whose daemon hangs would hold the task for ever. N is ``command_deadline``: COMMAND_TIMEOUT (120 s) for
+a command that waits for nothing, ``2 * stop_timeout + 30`` (at least 120) for one that waits for a service to stop
+(``systemctl stop`` / ``restart``: systemd waits up to ``TimeoutStopSec`` after SIGTERM and again after SIGKILL).
+A command killed there is a ``CommandTimeout`` (a ReadError: its outcome is unknown, never an answer). Without
+``timeout`` on the host nothing is run (a ServiceError naming it): coreutils is on every target, and a command
+without a deadline is what this rule forbids. ``systemctl`` is called directly rather than
 through ``ansible.builtin.systemd_service``: a module cannot call another module, and the role-level alternative
 (template + handler) would split one decision (the diff, the health gate, the journal tail of a failed start)
 across tasks.
@@ -55,7 +62,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     tail_text,
     wait_until,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_text
+from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv, mask_text, split_env
 
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C'}
 UNIT_DIR = '/etc/systemd/system'
@@ -67,6 +74,13 @@ HEADER = '# Written by ascend.kvpool (module %s). Changes are overwritten by the
 OWN_MARK = '# Written by ascend.kvpool '
 SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'MainPID', 'NRestarts', 'Result', 'UnitFileState',
                    'ExecMainStartTimestampMonotonic', 'ExecMainStatus', 'FragmentPath')
+# The deadline (seconds) of an external command that waits for no service (systemctl show / daemon-reload,
+# journalctl, docker inspect / ps / logs): far above what a working tool takes, far below "for ever".
+COMMAND_TIMEOUT = 120
+# Added to twice the stop timeout for a command that waits for a service to stop (systemctl stop / restart).
+STOP_MARGIN = 30
+# systemd's DefaultTimeoutStopSec, what a transient unit (systemd-run without TimeoutStopSec=) waits when stopped.
+TRANSIENT_STOP_TIMEOUT = 90
 # States in which the service manager still brings the service (back) up by itself.
 ALIVE_STATES = ('active', 'activating', 'reloading', 'running', 'restarting')
 
@@ -81,6 +95,11 @@ class ReadError(ServiceError):
     in check mode neither."""
 
 
+class CommandTimeout(ReadError):
+    """An external command killed at its deadline (``run_bounded``): what it answered or changed is unknown, so it
+    is never taken as an answer (not "not running", not "no container", not "stopped")."""
+
+
 class ServiceSpec(object):
     """What one service is: its unit name, command line, environment and restart policy."""
 
@@ -92,8 +111,12 @@ class ServiceSpec(object):
         self.unit = unit
         self.description = description
         self.argv = [str(a) for a in argv]
-        self.env = dict((str(k), str(v)) for k, v in (env or {}).items())
-        self.secret_env = dict((str(k), str(v)) for k, v in (secret_env or {}).items() if v)
+        # A variable whose name says it holds a secret (HF_TOKEN, *_API_KEY, *PASSWORD*) goes into the 0600
+        # EnvironmentFile= with the module's own secrets, never into the world-readable unit or a diff.
+        plain, secret = split_env(dict((str(k), str(v)) for k, v in (env or {}).items()))
+        self.env = plain
+        self.secret_env = dict((k, v) for k, v in dict(secret, **dict(
+            (str(k), str(v)) for k, v in (secret_env or {}).items())).items() if v)
         self.after = list(after)
         self.owner = owner
         self.stop_timeout = float(stop_timeout)
@@ -333,7 +356,60 @@ _DAVINCI = re.compile(r'/davinci(\d+)$')
 
 
 SPEC_LABEL = 'ascend.kvpool.spec'
+# The label of the pool probe's transient containers, and the start of its transient units' Description: what
+# proves a container or unit of a probe's name is the collection's before it is stopped or removed.
+PROBE_LABEL = 'ascend.kvpool.probe'
+PROBE_DESCRIPTION = 'ascend.kvpool probe client'
 MANAGED_LABEL = 'ascend.kvpool.managed'
+# The node's vllm-ascend container (role vllm_ascend_container) carries MANAGED_LABEL with this value: a container of
+# the collection (`docker ps --filter label=ascend.kvpool.managed` lists them all), but never a service container
+# (those carry MANAGED_LABEL=1, which DockerBackend.owned and list_units look for), so no service module takes it.
+NODE_CONTAINER_MANAGED = 'vllm_ascend_container'
+
+
+def node_container_problem(info, name, host=None, adopt=False, state='started'):
+    """'' when role vllm_ascend_container may create, recreate (``state`` started) or remove (absent) the container
+    ``name``; else the message of the failure, naming the host, the container, what it is and the fix.
+
+    ``info``: the registered result of ``community.docker.docker_container_info`` (``exists``; ``container``, docker
+    inspect's document). May: docker knows no container of that name; the one there carries
+    ``MANAGED_LABEL=NODE_CONTAINER_MANAGED`` (the role made it); or ``adopt`` (the operator says the role made it,
+    before it had the label: it is recreated with the label). Never: a read that failed or did not run (whether a
+    container is there is unknown; never "none"), or a service container of the collection (``MANAGED_LABEL=1`` or
+    SPEC_LABEL), ``adopt`` or not. Pure; the role's assert fails with the message, in check mode too."""
+    on = ('%s: ' % host) if host else ''
+    name = str(name or '')
+    if not isinstance(info, dict) or info.get('failed') or info.get('skipped') or \
+            not isinstance(info.get('exists'), bool):
+        said = repr(info)[:200]
+        if isinstance(info, dict):
+            said = info.get('msg') or ('skipped' if info.get('skipped') else said)
+        return ('%sthe read of container %s (community.docker.docker_container_info) gave no answer (%s), so whether '
+                'a container of that name is there is unknown and nothing was changed. Fix: check that the docker '
+                'daemon runs on %s and run again' % (on, name, said, host or 'the node'))
+    if not info['exists']:
+        return ''
+    doc = info.get('container') if isinstance(info.get('container'), dict) else {}
+    config = doc.get('Config') if isinstance(doc.get('Config'), dict) else {}
+    labels = config.get('Labels') if isinstance(config.get('Labels'), dict) else {}
+    managed = labels.get(MANAGED_LABEL)
+    if managed == NODE_CONTAINER_MANAGED:
+        return ''
+    verb = 'removed' if state == 'absent' else 'recreated or removed'
+    if managed == '1' or SPEC_LABEL in labels:
+        return ('%scontainer %s is a service container of ascend.kvpool (label %s=%s), not the node\'s vllm-ascend '
+                'container, so it is not %s as one and nothing was changed. Fix: set vllm_ascend_container_name to '
+                'another name (the service containers are kvpool-mooncake-master and kvpool-vllm-<name>)'
+                % (on, name, MANAGED_LABEL, managed or '1', verb))
+    if adopt:
+        return ''
+    return ('%scontainer %s exists but was not made by role ascend.kvpool.vllm_ascend_container (no label %s=%s%s), '
+            'so it is not %s and nothing was changed. Fix: if it is yours, rename it (docker rename %s <other>) or '
+            'remove it yourself (docker rm -f %s), or set vllm_ascend_container_name to another name; if an earlier '
+            'release of this role made it (before the label), run once with vllm_ascend_container_adopt=true, which '
+            '%s' % (on, name, MANAGED_LABEL, NODE_CONTAINER_MANAGED,
+                    (', it has %s=%s' % (MANAGED_LABEL, managed)) if managed is not None else '', verb, name, name,
+                    'removes it' if state == 'absent' else 'recreates it with the label'))
 
 
 def container_module_args(spec, template, text):
@@ -383,20 +459,91 @@ def service_devices(devices, npus):
 
 # --- backends --------------------------------------------------------------------------------------------------------
 
+def command_deadline(wait=0, floor=COMMAND_TIMEOUT, margin=STOP_MARGIN):
+    """N of ``timeout -s KILL N`` for a command that may legitimately wait ``wait`` seconds for a service to stop
+    (its ``stop_timeout``, systemd's ``TimeoutStopSec``; 0 for one that waits for nothing): ``floor`` (120 s) for
+    one that waits for nothing, else ``max(floor, 2 * wait + margin)`` (margin: 30 s). systemd waits
+    ``TimeoutStopSec`` after SIGTERM and, when the cgroup is not empty then, up to as long again after SIGKILL."""
+    wait = float(wait or 0)
+    return max(float(floor), 2 * wait + float(margin)) if wait > 0 else float(floor)
+
+
+def shown_command(argv, limit=200):
+    """A command line for a message: the tool's name (not its path) and its arguments, secrets masked, cut."""
+    words = mask_argv([str(a) for a in argv]) or []
+    if words:
+        words[0] = os.path.basename(words[0]) or words[0]
+    text = ' '.join(words)
+    return text if len(text) <= limit else text[:limit] + '...'
+
+
+def run_bounded(module, argv, seconds, environ=None, why=''):
+    """(rc, stdout, stderr) of ``argv`` run by ``module.run_command`` under coreutils ``timeout -s KILL seconds``
+    with ``LANG=C`` (``environ`` added).
+
+    ``timeout`` kills the command's whole process group at the deadline (itself included, hence rc -9, or 137 /
+    124 through a shell). A command killed there (that rc, after ``seconds``) raises CommandTimeout naming the
+    command, the host's tool and the bound; a command that exits on its own, whatever its rc, is returned. Without
+    ``timeout`` on the host (coreutils) nothing is run: a ServiceError naming it, never a command without a
+    deadline. ``why``: how the bound was chosen, added to the message."""
+    argv = [str(a) for a in argv]
+    timeout = module.get_bin_path('timeout')
+    if not timeout:
+        raise ServiceError('timeout (GNU coreutils) was not found on this host, so `%s` was not run: the collection '
+                           'runs no command without a deadline. Fix: install coreutils on the node (it provides '
+                           '/usr/bin/timeout)' % shown_command(argv))
+    env = dict(C_LOCALE)
+    env.update(environ or {})
+    started = time.monotonic()
+    rc, out, err = module.run_command([timeout, '-s', 'KILL', _num(seconds)] + argv, environ_update=env,
+                                      expand_user_and_vars=False)
+    if rc in (-9, 124, 137) and time.monotonic() - started >= float(seconds) - 0.05:
+        raise CommandTimeout(
+            '`%s` (%s on this host) did not finish within %s s and was killed (timeout -s KILL %s%s), so what it '
+            'would have answered or done is unknown: it is not taken as an answer and nothing after it was done. '
+            'Fix: run `%s` by hand on the node to see what it waits for (%s)'
+            % (shown_command(argv), argv[0], _num(seconds), _num(seconds), ('; %s' % why) if why else '',
+               shown_command(argv), 'the docker daemon, which must run and answer' if 'docker' in
+               os.path.basename(argv[0]) else 'systemd and its bus, which must run and answer'))
+    return rc, out, err
+
+
 class _Backend(object):
-    """What both backends share: argv lists through run_command with LANG=C."""
+    """What both backends share: argv lists through run_command with LANG=C, each under a deadline
+    (``run_bounded``): ``command_timeout`` seconds for a command that waits for nothing, more for one that waits
+    for a service to stop (``command_deadline``). ``command_timeout`` and ``stop_margin`` are COMMAND_TIMEOUT and
+    STOP_MARGIN; tests lower them."""
+
+    command_timeout = COMMAND_TIMEOUT
+    stop_margin = STOP_MARGIN
 
     def __init__(self, module):
         self.module = module
 
-    def run(self, argv, env=None, check=True):
-        environ = dict(C_LOCALE)
-        environ.update(env or {})
+    def run(self, argv, env=None, check=True, wait=0):
+        """(rc, stdout, stderr); ``wait``: the seconds the command may wait for a service to stop (its
+        ``stop_timeout``), which lengthens its deadline. A command killed at its deadline raises CommandTimeout,
+        with ``check=False`` too; otherwise ``check`` raises ServiceError on a non-zero rc."""
         argv = [str(a) for a in argv]
-        rc, out, err = self.module.run_command(argv, environ_update=environ, expand_user_and_vars=False)
+        bound = command_deadline(wait, self.command_timeout, self.stop_margin)
+        why = ('at least %s s, and twice the stop timeout of %s s plus %s s' % (
+            _num(self.command_timeout), _num(wait), _num(self.stop_margin))) if wait else ''
+        rc, out, err = run_bounded(self.module, argv, bound, env, why)
         if check and rc != 0:
             raise ServiceError('%s failed (rc %s): %s' % (' '.join(argv[:3]), rc, (err or out).strip()))
         return rc, out, err
+
+    def log_text(self, argv, join=False):
+        """What a log command (``journalctl``, ``docker logs``) printed, shown after a failed start (``join``: its
+        stdout and stderr together, else stdout, or stderr when it failed). A log command killed at its deadline gives
+        the message of its CommandTimeout instead: the failed start stays the error, and no line is made up."""
+        try:
+            rc, out, err = self.run(argv, check=False)
+        except CommandTimeout as exc:
+            return '(no log lines: %s)\n' % exc
+        if join:
+            return (out or '') + (err or '')
+        return out if rc == 0 else err
 
 
 class SystemdBackend(_Backend):
@@ -473,11 +620,18 @@ class SystemdBackend(_Backend):
         if text != old_text or linked:
             self.run([self.systemctl, 'daemon-reload'])
         self.run([self.systemctl, 'reset-failed', '%s.service' % spec.unit], check=False)
-        self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit])
+        # A restart (and a start of a unit still stopping) waits for the stop: up to TimeoutStopSec.
+        self.run([self.systemctl, 'restart' if restart else 'start', '%s.service' % spec.unit], wait=spec.stop_timeout)
 
     def stop(self, spec, remove=True):
+        """Stop the unit, then (``remove``) remove its unit file, enable link and secret file. A stop that failed
+        while the unit still runs raises ServiceError before anything is removed (never "stopped" with the process
+        serving and its files gone)."""
         unit = '%s.service' % spec.unit
-        self.run([self.systemctl, 'stop', unit], check=False)
+        rc, out, err = self.run([self.systemctl, 'stop', unit], check=False, wait=spec.stop_timeout)
+        self.require_stopped(unit, rc, (err or out).strip(),
+                             'its unit file, enable link and secret file were kept' if remove else
+                             'its enable link was kept')
         if remove:
             removed = remove_link(self.wants_path(spec)) | remove_file(self.unit_path(spec)) | \
                 remove_file(secret_file(spec))
@@ -486,6 +640,23 @@ class SystemdBackend(_Backend):
             self.run([self.systemctl, 'reset-failed', unit], check=False)
         elif remove_link(self.wants_path(spec)):
             self.run([self.systemctl, 'daemon-reload'])
+
+    def require_stopped(self, unit, rc, said, kept):
+        """After ``systemctl stop unit`` exited ``rc``: nothing when it succeeded, or when the unit is inactive anyway
+        (read again: a unit that was not loaded); otherwise a ServiceError naming the unit, what systemd said,
+        ``kept`` (what was left in place) and the fix."""
+        if rc == 0:
+            return
+        rc2, out, err = self.run([self.systemctl, 'show', unit, '-pActiveState', '--no-pager'], check=False)
+        state = parse_show(out).get('ActiveState') if rc2 == 0 else None
+        if state in ('inactive', 'failed'):
+            return
+        now = ('%s is still %s' % (unit, state)) if state else \
+            ('the state of %s could not be read (systemctl show: rc %s: %s)' % (unit, rc2, (err or out).strip()[:200]))
+        raise ServiceError('`systemctl stop %s` failed (rc %s: %s) and %s, so it was not stopped and %s. Fix: stop '
+                           'it as root on the node (`systemctl stop %s`: what systemd said above tells why it '
+                           'refused, for example a polkit rule or RefuseManualStop=), then run the task again'
+                           % (unit, rc, said[:300], now, kept, unit))
 
     def wants_path(self, spec):
         return '%s/%s.wants/%s.service' % (UNIT_DIR, WANTED_BY, spec.unit)
@@ -506,9 +677,7 @@ class SystemdBackend(_Backend):
         return True
 
     def logs(self, spec, lines):
-        rc, out, err = self.run([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager',
-                                 '-o', 'cat'], check=False)
-        return out if rc == 0 else err
+        return self.log_text([self.journalctl, '-u', spec.unit, '-n', str(int(lines)), '--no-pager', '-o', 'cat'])
 
     def list_units(self, prefix):
         """Names (without .service) of the unit files under UNIT_DIR that start with ``prefix``; a directory that
@@ -524,28 +693,56 @@ class SystemdBackend(_Backend):
 
     # transient units (the pool probe's clients)
     def run_transient(self, name, argv, max_seconds, mounts=()):
+        self.transient_state(name)  # a unit of that name that is not ours is refused, never reset
         self.run([self.systemctl, 'reset-failed', '%s.service' % name], check=False)
-        self.run([self.module.get_bin_path('systemd-run', required=True), '--unit', name, '--collect', '--quiet',
+        systemd_run = self.module.get_bin_path('systemd-run')
+        if not systemd_run:
+            raise ServiceError('systemd-run not found on this host, so the client %s was not started. Fix: install '
+                               'systemd (it provides systemd-run), or run the services in containers '
+                               '(vllm_ascend_container_enabled: true)' % name)
+        self.run([systemd_run, '--unit', name, '--collect', '--quiet',
+                  '--description', '%s %s' % (PROBE_DESCRIPTION, name),
                   '--property', 'RuntimeMaxSec=%d' % max(1, int(max_seconds)), '--property', 'KillMode=control-group',
                   '--'] + list(argv))
 
-    def transient_alive(self, name):
-        rc, out, err = self.run([self.systemctl, 'show', '%s.service' % name, '-pActiveState', '--no-pager'],
-                                check=False)
-        state = parse_show(out).get('ActiveState') if rc == 0 else None
+    def transient_state(self, name):
+        """The ActiveState of the transient unit ``name``: 'inactive' when no such unit is loaded (nothing to do).
+        A failed read is a ReadError (never "it has ended"); a loaded unit whose Description is not the one
+        ``run_transient`` gives (PROBE_DESCRIPTION) is a ServiceError: it is not the collection's, and is neither
+        stopped nor reset."""
+        unit = '%s.service' % name
+        rc, out, err = self.run([self.systemctl, 'show', unit, '-pLoadState', '-pActiveState', '-pDescription',
+                                 '--no-pager'], check=False)
+        props = parse_show(out) if rc == 0 else {}
+        state = props.get('ActiveState')
         if not state:  # a failed read is never "it has ended"
-            raise ReadError('systemctl show %s.service failed (rc %s: %s), so whether it runs is unknown. Fix: '
-                            'run `systemctl show %s.service` as root on the node; systemd must run and its bus be '
-                            'reachable' % (name, rc, (err or out).strip()[:300], name))
-        return state in ('active', 'activating', 'deactivating')
+            raise ReadError('systemctl show %s failed (rc %s: %s), so whether it runs is unknown. Fix: '
+                            'run `systemctl show %s` as root on the node; systemd must run and its bus be '
+                            'reachable' % (unit, rc, (err or out).strip()[:300], unit))
+        if props.get('LoadState') in ('not-found', '') and state == 'inactive':
+            return state
+        if not props.get('Description', '').startswith(PROBE_DESCRIPTION):
+            raise ServiceError('%s exists but is not a probe unit of ascend.kvpool (its Description is %r, not '
+                               '"%s ..."), so it is neither stopped, reset nor replaced and nothing was changed. '
+                               'Fix: if it is yours, stop it yourself (`systemctl stop %s`) or give the probe '
+                               'another key; the collection only touches the units it started'
+                               % (unit, props.get('Description', '')[:120], PROBE_DESCRIPTION, unit))
+        return state
+
+    def transient_alive(self, name):
+        return self.transient_state(name) in ('active', 'activating', 'deactivating', 'reloading')
 
     def stop_transient(self, name):
-        self.run([self.systemctl, 'stop', '%s.service' % name], check=False)
+        """Stop the collection's transient unit ``name`` (nothing when there is none). Raises ServiceError when it
+        is not ours, and when the stop failed while it still runs (never "nothing left behind")."""
+        if self.transient_state(name) in ('inactive', 'failed'):
+            return
+        unit = '%s.service' % name
+        rc, out, err = self.run([self.systemctl, 'stop', unit], check=False, wait=TRANSIENT_STOP_TIMEOUT)
+        self.require_stopped(unit, rc, (err or out).strip(), 'it was left as it is')
 
     def transient_logs(self, name, lines=20):
-        rc, out, dummy = self.run([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'],
-                                  check=False)
-        return out
+        return self.log_text([self.journalctl, '-u', name, '-n', str(lines), '--no-pager', '-o', 'cat'], )
 
 
 class DockerBackend(_Backend):
@@ -638,8 +835,13 @@ class DockerBackend(_Backend):
         labels = (doc.get('Config') or {}).get('Labels') or {}
         text = labels.get(self.LABEL)
         env = dict(e.partition('=')[::2] for e in (doc.get('Config') or {}).get('Env') or [])
-        names = json.loads(text).get('secret_env', []) if text else []
-        secret = render_secret_env(dict((n, env.get(n, '')) for n in names))
+        try:
+            names = json.loads(text).get('secret_env', []) if text else []
+        except (ValueError, AttributeError):  # a spec label that is not our JSON: differs from the wanted one
+            names = []
+        if not isinstance(names, list):
+            names = []
+        secret = render_secret_env(dict((str(n), env.get(str(n), '')) for n in names))
         return text, secret, status
 
     def status(self, spec):
@@ -663,8 +865,7 @@ class DockerBackend(_Backend):
                          'stop_timeout': int(spec.stop_timeout)})
 
     def logs(self, spec, lines):
-        rc, out, err = self.run([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], check=False)
-        return (out or '') + (err or '')
+        return self.log_text([self.docker, 'logs', '--tail', str(int(lines)), spec.unit], join=True)
 
     def list_units(self, prefix):
         rc, out, err = self.run([self.docker, 'ps', '-a', '--filter', 'label=%s=1' % MANAGED_LABEL,
@@ -676,12 +877,31 @@ class DockerBackend(_Backend):
         return sorted(n for n in out.split() if n.startswith(prefix))
 
     # transient containers (the pool probe's clients)
+    def probe_owned(self, name):
+        """``docker inspect`` of the transient container ``name`` (None: there is none, nothing to do); a container of
+        that name without the label ``run_transient`` gives (PROBE_LABEL=1) is a ServiceError: it is neither
+        stopped nor removed."""
+        doc = self.inspect(name)
+        if doc and ((doc.get('Config') or {}).get('Labels') or {}).get(PROBE_LABEL) != '1':
+            raise ServiceError('container %s exists but is not a probe container of ascend.kvpool (no label %s=1), '
+                               'so it is neither stopped nor removed and nothing was changed. Fix: if it is yours, '
+                               'rename it (docker rename %s <other>) or remove it yourself, or give the probe another '
+                               'key; the collection only touches the containers it started'
+                               % (name, PROBE_LABEL, name))
+        return doc
+
     def run_transient(self, name, argv, max_seconds, mounts=()):
-        """A client in a container of its own; ``mounts``: host directories it shares at the same path."""
+        """A client in a container of its own; ``mounts``: host directories it shares at the same path. A container
+        of that name left by an earlier probe is removed first; one that is not a probe container is refused."""
         tpl = self.template()
-        self.run([self.docker, 'rm', '-f', name], check=False)
+        if self.probe_owned(name) is not None:
+            rc, out, err = self.run([self.docker, 'rm', '-f', name], check=False)
+            if rc != 0 and 'no such container' not in (err or '').lower():
+                raise ServiceError('docker rm -f %s failed (rc %s: %s): the probe container of an earlier run is in '
+                                   'the way. Fix: remove it on the node (`docker rm -f %s`) and run the task again'
+                                   % (name, rc, (err or out).strip()[:300], name))
         cmd = [self.docker, 'run', '-d', '--rm', '--name', name, '--network', 'host', '--init',
-               '--label', 'ascend.kvpool.probe=1']
+               '--label', '%s=1' % PROBE_LABEL]
         if tpl.get('shm_size'):
             cmd += ['--shm-size', str(tpl['shm_size'])]
         for bind in list(tpl.get('binds') or []) + ['%s:%s' % (m, m) for m in mounts]:
@@ -690,15 +910,26 @@ class DockerBackend(_Backend):
         self.run(cmd)
 
     def transient_alive(self, name):
-        doc = self.inspect(name)
+        doc = self.probe_owned(name)
         return bool(doc and (doc.get('State') or {}).get('Running'))
 
     def stop_transient(self, name):
-        self.run([self.docker, 'stop', '-t', '10', name], check=False)
+        """Stop the collection's transient container ``name`` (``--rm``: docker removes it); nothing when there is
+        none. Raises ServiceError when it is not ours, and when the stop failed while it still runs."""
+        doc = self.probe_owned(name)
+        if not (doc and (doc.get('State') or {}).get('Running')):
+            return
+        rc, out, err = self.run([self.docker, 'stop', '-t', '10', name], check=False, wait=10)
+        if rc == 0:
+            return
+        doc = self.inspect(name)
+        if doc and (doc.get('State') or {}).get('Running'):
+            raise ServiceError('docker stop %s failed (rc %s: %s) and it still runs, so it keeps running. Fix: stop '
+                               'it on the node (`docker stop %s`), then run the task again'
+                               % (name, rc, (err or out).strip()[:300], name))
 
     def transient_logs(self, name, lines=20):
-        rc, out, err = self.run([self.docker, 'logs', '--tail', str(lines), name], check=False)
-        return (out or '') + (err or '')
+        return self.log_text([self.docker, 'logs', '--tail', str(lines), name], join=True)
 
 
 def find_binary(module, name, dirs, container=None):
@@ -710,8 +941,7 @@ def find_binary(module, name, dirs, container=None):
             return name
         # A path: checked in the node's container (the services' image); unknown while it does not exist yet.
         docker = module.get_bin_path('docker') or 'docker'
-        rc, dummy, err = module.run_command([docker, 'exec', container, 'test', '-x', name],
-                                            environ_update=dict(C_LOCALE))
+        rc, dummy, err = run_bounded(module, [docker, 'exec', container, 'test', '-x', name], COMMAND_TIMEOUT)
         if rc == 0 or 'No such container' in (err or ''):
             return name
         if (err or '').strip():  # docker itself failed (the daemon, a stopped container): never "not found"
@@ -1066,13 +1296,13 @@ class SystemdLifecycle(Lifecycle):
     def state_stop(self):
         """Stop the unit and remove its files."""
         result = self.result
-        result.update(changed=True, diff=dict(before=self.plan['before'], after=''))
         if not self.module.check_mode:
             try:
                 self.backend.stop(self.spec)
-            except (KvpoolError, IOError, OSError) as exc:
+            except (KvpoolError, IOError, OSError) as exc:  # not changed, not stopped: the state as it was read
                 raise self.error('could not stop %s: %s' % (self.what, exc)) from exc
             result.update(state='stopped', pid=None)
+        result.update(changed=True, diff=dict(before=self.plan['before'], after=''))
         return DONE
 
     def state_unhealthy(self):

@@ -100,14 +100,17 @@ options:
     description:
       - How a member whose data directory holds no member yet starts (etcd reads C(--initial-cluster) and
         C(--initial-cluster-state) only then).
-      - C(auto) asks the other members first (C(etcdctl member list), answered without a quorum). None answers -
+      - C(auto) asks the other members first (C(etcdctl member list)). None answers -
         C(new), a static bootstrap with every member of O(members) (a first deploy). They run a cluster that does not
         list this member - C(etcdctl member add), then C(existing) (a group that grew, a replaced node); retried
         while the cluster refuses the add for want of started members (members joining at once). Listed as added -
         C(existing). Listed as a started member - the task fails naming C(etcdctl member remove <ID>), as its data was
         lost and the cluster refuses it until then.
       - Only an C(etcdctl member list) that says it reached no endpoint (C(context deadline exceeded), C(connection
-        refused)) counts as none answering. Any other failure, and an answer that is not a member list (even with
+        refused)) counts as none answering, and only while no member accepts a TCP connection on its client port -
+        etcd members that run without a quorum (a member list needs a leader) make etcdctl say the same, and then the
+        task fails naming the members that accept connections and the fix (restore the quorum), never bootstrapping
+        a new cluster beside the live one. Any other failure, and an answer that is not a member list (even with
         exit code 0), fails the task naming the command, and nothing is changed.
       - A member whose data directory holds a member keeps the values of its installed unit, so that a group that
         grows or shrinks restarts no running member for flags etcd would not read.
@@ -158,8 +161,12 @@ options:
     elements: str
     default: []
   env:
-    description: Extra environment of the member (for example C(ETCD_UNSUPPORTED_ARCH=arm64) for etcd 3.4 on
-      aarch64).
+    description:
+      - Extra environment of the member (for example C(ETCD_UNSUPPORTED_ARCH=arm64) for etcd 3.4 on aarch64).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
     type: dict
     default: {}
   ready_timeout:
@@ -272,7 +279,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._errors import Kvpoo
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import (
     ETCD_CLIENT_PORT, ETCD_PEER_PORT, format_host_port, probe_host,
 )
-from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
+from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open, try_connect
 from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
     OWN_MARK,
@@ -394,6 +401,10 @@ def _etcdctl(module, p, endpoints, *args, **kwargs):
 
 
 def _run(module):
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     p = module.params
     try:
         members = check_params(p)
@@ -524,21 +535,27 @@ def _initial_flags(module, p, members, endpoints, argv, result):
         '--initial-cluster-state': 'existing'})
 
 
+# Seconds for the TCP connection to each member's client port after etcdctl reached none (quorum lost or down?).
+MEMBER_CONNECT_TIMEOUT = 1.0
+
 # What etcdctl (3.4, 3.5) prints when no endpoint answers: the dial or the request ran out of time, or was refused.
 UNREACHABLE = ('context deadline exceeded', 'deadlineexceeded', 'connection refused', 'no route to host',
-               'i/o timeout', 'code = unavailable', 'error while dialing', 'no such host', 'network is unreachable')
+               'i/o timeout', 'code = unavailable', 'error while dialing', 'no such host', 'network is unreachable',
+               # _runner.execute's words for an etcdctl killed at our timeout (it hung: no answer either)
+               'timed out after')
 
 
 def _member_list(module, p, endpoints):
     """The members that etcd at ``endpoints`` lists (``parse_member_list``), None when none of them answers (etcdctl
-    says it could not reach them). Any other failure, and an answer that is not a member list (whatever the exit
-    code), is a ServiceError naming etcdctl: never "no other member answers", which would bootstrap a second
-    cluster."""
+    says it could not reach them, and none accepts a TCP connection: ``_require_no_member_up``). Any other failure,
+    and an answer that is not a member list (whatever the exit code), is a ServiceError naming etcdctl: never "no
+    other member answers", which would bootstrap a second cluster."""
     rc, out, err = _etcdctl(module, p, endpoints, 'member', 'list')
     command = 'ETCDCTL_API=3 %s --endpoints=%s member list -w json' % (p['etcdctl'], ','.join(endpoints))
     if rc != 0:
         said = (err or out or '').strip()
         if any(word in said.lower() for word in UNREACHABLE):
+            _require_no_member_up(p, endpoints, command, said)
             return None
         raise ServiceError('etcd member %s: `%s` failed (rc %s): %s. Whether the other members run a cluster is '
                            'unknown, so nothing was changed. Fix: run it on the node and repair etcdctl (the etcdctl '
@@ -550,6 +567,23 @@ def _member_list(module, p, endpoints):
                            'members run a cluster is unknown, so nothing was changed. Fix: check that the etcdctl '
                            'option names etcd\'s etcdctl (3.4 or later) and that the endpoints are etcd client URLs'
                            % (p['name'], command, exc)) from exc
+
+
+def _require_no_member_up(p, endpoints, command, said):
+    """After etcdctl said it reached no endpoint: nothing when no endpoint accepts a TCP connection either (none
+    runs: a first deploy). etcdctl says "context deadline exceeded" too when the members run but have no quorum (the
+    member list is linearizable: it needs a leader); then a member that accepts connections is a ServiceError naming
+    it, never "no other member answers", which would bootstrap a new cluster beside the live one."""
+    up = [e for e in endpoints if try_connect(e, MEMBER_CONNECT_TIMEOUT)['ok']]
+    if up:
+        raise ServiceError('etcd member %s: `%s` got no answer (%s), but %s accept%s TCP connections: the members run '
+                           'and do not answer, most likely for want of a quorum (a member list needs a leader), so '
+                           'whether they run a cluster is unknown and nothing was changed (no new cluster is '
+                           'bootstrapped beside a live one). Fix: restore the quorum first (start the stopped '
+                           'members: kvpool-etcd.service on their hosts; `ETCDCTL_API=3 etcdctl --endpoints=%s '
+                           'endpoint status` shows the leader), then run again; do not set initial_cluster_state=new'
+                           % (p['name'], command, said.splitlines()[-1][:200] if said else 'no output',
+                              ', '.join(up), 's' if len(up) == 1 else '', ','.join(endpoints)))
 
 
 def _check_own_peer_url(module, p, endpoints, own_peer, result):

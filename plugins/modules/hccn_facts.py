@@ -82,6 +82,7 @@ options:
     description:
       - Seconds to keep re-querying C(-net_health) of NPUs whose state is transient (C(Init), C(Detect ip set))
         before judging them. C(0) judges the first answer.
+      - A finite number from C(0) to C(3600) (an hour); NaN, infinity and anything outside fail.
     type: float
     default: 0
   max_workers:
@@ -249,6 +250,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._shared import MAX_D
 
 HCCN_TOOL_DIRS = ['/usr/local/Ascend/driver/tools']
 TRANSIENT_POLL = 0.25
+MAX_TRANSIENT_WAIT = 3600  # seconds: an hour of re-querying transient states is already far past any boot
 HCCN_QUERIES = _hccn.QUERIES + _hccn_phys.QUERIES
 QUERY_NAMES = tuple(q[0] for q in HCCN_QUERIES)
 CHECK_NAMES = QUERY_NAMES + ('topology',)
@@ -442,9 +444,11 @@ def _run(module):
     if p['command_timeout'] < 1:
         raise KvpoolError('command_timeout must be at least 1 second, got %d (the bound of each hccn_tool and '
                           'npu-smi call)' % p['command_timeout'])
-    if p['busy_retries'] < 0 or p['transient_wait'] < 0:
-        raise KvpoolError('busy_retries and transient_wait must be 0 or more, got %s and %s'
-                          % (p['busy_retries'], p['transient_wait']))
+    if p['busy_retries'] < 0:
+        raise KvpoolError('busy_retries must be 0 or more, got %s' % p['busy_retries'])
+    # NaN compared below as never above 0 (no wait at all); infinity re-queried forever.
+    _validate.number_range(p['transient_wait'], 'transient_wait', low=0, high=MAX_TRANSIENT_WAIT,
+                           why='seconds of re-querying transient NPU states; the role\'s npu_network_transient_wait')
     if p['link_flap_threshold'] < 0:
         raise KvpoolError('link_flap_threshold must be 0 or more, got %d' % p['link_flap_threshold'])
     groups = None

@@ -182,9 +182,15 @@ options:
         task fails naming it.
     type: path
   aisbench_timeout:
-    description: Seconds the C(ais_bench) run may take, at least 1 (C(timeout) kills it after them).
-    type: int
-    default: 3600
+    description:
+      - Seconds the C(ais_bench) run of the step may take as a whole; after them it is killed with every process it
+        started (the module's own deadline, coreutils C(timeout) is not needed) and the step fails naming this
+        option.
+      - Unset or null is 3600 (one hour) - generous for a step of the guide (100 requests at concurrency 25 take
+        minutes, most of it AISBench loading the tokenizer), finite so that a hung run ends.
+      - A finite number above 0 and at most 604800 (a week); 0, below, NaN and infinity are refused before anything
+        is sent.
+    type: float
   variable_prefix:
     description:
       - Put before an option's name where a message names it, so that a role's messages name its own variables
@@ -302,7 +308,8 @@ aisbench:
   description:
     - With O(tool=aisbench) - the rendered config, the command, its result files, C(kept) (false - a temporary
       work directory, removed at the end of the step, so the paths are gone) and C(output_tail) (the last 20
-      lines of its output, the API key replaced by C(********)).
+      lines of its output, the API key replaced by C(********)), C(timeout_s) (the run's deadline, O(aisbench_timeout))
+      and C(wall_s).
   returned: when O(tool=aisbench) and the step ran
   type: dict
 started:
@@ -325,6 +332,7 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen
 from ansible_collections.ascend.kvpool.plugins.module_utils import _prometheus
 from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+from ansible_collections.ascend.kvpool.plugins.module_utils._runner import execute
 
 
 def scrape(metrics_urls, prefixes, timeout):
@@ -400,6 +408,11 @@ def prepare_step_dir(work, name):
     return step_dir
 
 
+# The ais_bench run's deadline when none is given (seconds), and the largest one taken (a week: more is a typo).
+AISBENCH_TIMEOUT = 3600
+MAX_AISBENCH_TIMEOUT = 7 * 86400
+
+
 def check_params(params):
     """Everything the argument spec cannot say, in one place; returns the instance URL. Raises KvpoolError."""
     url = _validate.http_url(params['url'], 'url')
@@ -411,9 +424,7 @@ def check_params(params):
     # NaN passes a plain "<= 0" test (every comparison with it is false): a timeout of NaN would never end.
     _validate.number_range(params['request_timeout'], 'request_timeout', above=0, why='seconds')
     _validate.number_range(params['temperature'], 'temperature', low=0)
-    # timeout(1) refuses a negative duration only after the step started, and 0 means no limit at all to it.
-    _validate.int_range(params['aisbench_timeout'], 'aisbench_timeout', 1, None,
-                        'seconds of the whole ais_bench run; the role\'s kvpool_benchmark_aisbench_timeout')
+    params['aisbench_timeout'] = aisbench_timeout(params)
     for name in sorted(params['metrics_urls'] or {}):
         params['metrics_urls'][name] = _validate.http_url(params['metrics_urls'][name], 'metrics_urls.%s' % name)
     if params['shared_prefixes'] < 0 or params['shared_prefixes'] > params['num_requests']:
@@ -427,6 +438,22 @@ def check_params(params):
             raise KvpoolError('tool=aisbench runs the guide\'s vllm_api_stream_chat: api must be chat')
         _validate.path_component(params['name'], 'name')
     return url
+
+
+def aisbench_timeout(params):
+    """The seconds the ais_bench run may take: AISBENCH_TIMEOUT when unset or null, else a finite number above 0 and
+    at most a week. 0 or below would end the run at once (or, given to timeout(1), mean no limit), NaN and infinity
+    never. Raises KvpoolError naming the option (the role's variable) and the fix."""
+    value = params.get('aisbench_timeout')
+    if value is None:
+        return AISBENCH_TIMEOUT
+    name = _name(params, 'aisbench_timeout')
+    try:
+        return _validate.number_range(value, name, above=0, high=MAX_AISBENCH_TIMEOUT,
+                                      why='seconds of the whole ais_bench run')
+    except KvpoolError as exc:
+        raise KvpoolError('%s. Fix: set %s to the seconds a step may take, or leave it unset (null) for %d'
+                          % (exc, name, AISBENCH_TIMEOUT)) from exc
 
 
 def _name(params, option):
@@ -455,22 +482,18 @@ def check_aisbench(module, params):
         raise KvpoolError('%s=%s: not found on %s; install AISBench %s there (%s) and set %s to its ais_bench '
                           '(for example /opt/aisbench/bin/ais_bench)'
                           % (command_var, command, host, _aisbench.VERSION, _aisbench.INSTALL_HINT, command_var))
-    argv = _aisbench.start_argv(exe)
-    limit = module.get_bin_path('timeout')
-    if limit:
-        argv = [limit, '--kill-after=10', str(_aisbench.START_TIMEOUT)] + argv
-    rc, out, err = module.run_command(argv, environ_update={'LANG': 'C', 'LC_ALL': 'C'})
+    # Our own deadline (its process group killed after it), with or without coreutils' timeout on the host.
+    rc, out, err = execute(_aisbench.start_argv(exe), timeout=_aisbench.START_TIMEOUT)
     if rc != 0:
         tail = _aisbench.output_tail(out + '\n' + err, [params['api_key']], 8)
-        why = ('did not answer within %d s' % _aisbench.START_TIMEOUT) if limit and rc in (124, 137) else \
-            ('exited with rc %s' % rc)
+        why = ('did not answer within %d s' % _aisbench.START_TIMEOUT) if rc == -9 else ('exited with rc %s' % rc)
         raise KvpoolError('%s=%s cannot start on %s (ais_bench --help %s): %s; install the versions that work '
                           'there: %s' % (command_var, exe, host, why, ' | '.join(tail) or 'no output',
                                          _aisbench.INSTALL_HINT))
     return exe
 
 
-def run_aisbench(module, params, url, model, data, exe):
+def run_aisbench(params, url, model, data, exe):
     scheme, host, port, base = _loadgen.split_url(url)
     if scheme != 'http' or base:
         raise KvpoolError('tool=aisbench needs a plain http://host:port instance URL (got %s)' % url)
@@ -478,14 +501,14 @@ def run_aisbench(module, params, url, model, data, exe):
     # operator named keeps the step's files (prepare_step_dir's rules).
     temporary = None if params['aisbench_work_dir'] else tempfile.mkdtemp(prefix='kvpool-aisbench-')
     try:
-        return _run_aisbench(module, params, host, port, model, data, exe, temporary or params['aisbench_work_dir'],
+        return _run_aisbench(params, host, port, model, data, exe, temporary or params['aisbench_work_dir'],
                              temporary is not None)
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _run_aisbench(module, params, host, port, model, data, exe, work, temporary):
+def _run_aisbench(params, host, port, model, data, exe, work, temporary):
     step_dir = prepare_step_dir(work, params['name'])
     settings = _aisbench.model_settings(host, port, model, params['aisbench_model_path'], params['output_tokens'],
                                         params['concurrency'], params['temperature'], params['ignore_eos'],
@@ -500,16 +523,23 @@ def _run_aisbench(module, params, host, port, model, data, exe, work, temporary)
         handle.write(_aisbench.render_model_config(settings))
     outputs = os.path.join(step_dir, 'outputs')
     argv = _aisbench.command(exe, config_dir, dataset_path, outputs)
-    limit = module.get_bin_path('timeout')
-    if limit and params['aisbench_timeout'] > 0:
-        argv = [limit, '--kill-after=30', str(params['aisbench_timeout'])] + argv
+    # The whole run under the module's deadline (its process group killed after it): never unbounded, also where
+    # coreutils' timeout is missing.
+    limit = params['aisbench_timeout']
     started = time.perf_counter()
-    rc, out, err = module.run_command(argv, cwd=step_dir, environ_update={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
+    rc, out, err = execute(argv, timeout=limit, cwd=step_dir,
+                           locale={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
     wall = time.perf_counter() - started
     tail = _aisbench.output_tail(out + '\n' + err, [params['api_key']])
     info = {'command': argv, 'rc': rc, 'work_dir': step_dir, 'config': config_path, 'dataset': dataset_path,
-            'output_tail': tail, 'wall_s': round(wall, 3), 'kept': not temporary}
+            'output_tail': tail, 'wall_s': round(wall, 3), 'kept': not temporary, 'timeout_s': limit}
     last = ('; its last %d lines:\n%s' % (len(tail), '\n'.join(tail))) if tail else '; it printed nothing'
+    if rc == -9 and wall >= limit:
+        name = _name(params, 'aisbench_timeout')
+        raise KvpoolError('ais_bench did not finish within %s=%s s on %s, so it was killed with its children and '
+                          'the step has no result. Fix: raise %s (the step\'s requests, concurrency and the model\'s '
+                          'speed set how long a run takes), or find why it hangs%s'
+                          % (name, '%g' % limit, socket.gethostname(), name, last), result=dict(aisbench=info))
     try:
         results = _aisbench.read_results(outputs, concurrency=params['concurrency'])
     except KvpoolError as exc:
@@ -554,7 +584,7 @@ def main():
             aisbench_command=dict(type='str', default='ais_bench'),
             aisbench_model_path=dict(type='str', default=''),
             aisbench_work_dir=dict(type='path'),
-            aisbench_timeout=dict(type='int', default=3600),
+            aisbench_timeout=dict(type='float'),
             variable_prefix=dict(type='str', default=''),
         ),
         supports_check_mode=True,
@@ -624,7 +654,7 @@ def run(module):
     before = scrape(params['metrics_urls'], prefixes, min(timeout, 30.0))
     if params['tool'] == 'aisbench':
         try:
-            summary, info = run_aisbench(module, params, url, model, data, exe)
+            summary, info = run_aisbench(params, url, model, data, exe)
         except KvpoolError as exc:
             exc.result = dict(result, **exc.result)
             raise

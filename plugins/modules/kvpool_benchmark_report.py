@@ -52,7 +52,14 @@ options:
     type: dict
     required: true
   report_dir:
-    description: Controller directory of the report files.
+    description:
+      - Controller directory of the report files.
+      - >-
+        A file already at one of the report's paths is replaced only when the collection wrote it (the JSON's
+        top-level C(written_by), the Markdown's first line C(<!-- Written by ascend.kvpool...), the PNG's text
+        chunk C(Software) with the value C(ascend.kvpool.kvpool_benchmark_report), or a report of an earlier
+        release by its layout); any other file fails the task naming it before any file is written, in check mode
+        too.
     type: path
     required: true
   basename:

@@ -154,6 +154,10 @@ options:
   env:
     description:
       - Extra environment of the master process (for example C(LD_LIBRARY_PATH) for a source build).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
       - Part of the effective settings, so a change restarts the master.
       - Names are letters, digits and C(_), not starting with a digit (no C(=), not empty); a null value is the
         empty string.
@@ -190,7 +194,9 @@ notes:
   - Only the master's own unit is managed. A port already taken by another process (a master started by hand)
     makes the start fail with a message saying so; that process is never signalled.
   - 'In HA mode a standby master does not serve RPC until it is elected. Readiness is then: the health endpoint
-    answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), and every master
+    answers, exactly one master of this one and O(ha_peers) accepts RPC connections (the leader), every other one
+    refuses them (no RPC port bound) or shows its HA state on its health endpoint (one that answers neither, a
+    timeout or an unreachable host, is a problem naming it: its state is unknown), and every master
     whose health endpoint answers (0.3.12 and later; a 0.3.9 standby answers nothing) is C(serving) or C(standby)
     and names that one as its leader. A leader is elected about 5 s after the first master starts: Mooncake holds
     the leader key with a 5 s etcd lease and serves only after one lease of warm-up.'
@@ -320,7 +326,9 @@ ready_seconds:
   sample: 0.21
 ha:
   description: In HA mode, the election as the gate last saw it - C(leader) (RPC address of the master serving),
-    C(leader_name), C(standbys) (names), C(problem) ('' when the gate passed).
+    C(leader_name), C(standbys) (names of the masters whose RPC port refused the connection or whose health endpoint
+    showed their HA state; a master that answered neither, a timeout or an unreachable host, is no standby but a
+    problem), C(problem) ('' when the gate passed).
   returned: when polled in HA mode
   type: dict
   sample: {leader: "172.31.250.11:50088", leader_name: node1, standbys: [node2], problem: ""}
@@ -334,12 +342,15 @@ health_body:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _mooncake, _preflight, _shared, _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils import (
+    _errors, _mooncake, _preflight, _secrets, _shared, _validate,
+)
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
     http_status,
     parse_cmdline,
     tcp_open,
+    try_connect,
     wrapper_child,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
@@ -481,6 +492,10 @@ def main():
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     env = check_params(module)
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
@@ -515,8 +530,10 @@ def _run(module):
     def ha_view():
         masters = [dict(rpc=endpoints['rpc'], health=endpoints['health'], name=p['ha_name'])] + peers
         for m in masters:
-            host_, port_ = _mooncake.parse_master_address(m['rpc'])
-            m['serving'] = tcp_open(host_, port_, timeout=0.5)
+            # Only a refused connection says "no RPC port here" (a standby); a timeout or an unreachable host says
+            # nothing, and with no health answer either the master's state is unknown (never a standby).
+            conn = try_connect(m['rpc'], 0.5)
+            m.update(serving=conn['ok'], refused='refused' in conn['error'].lower(), rpc_error=conn['error'])
             status, body = http_status(m['health'], timeout=1.0)
             m['view'] = _mooncake.parse_ha_health(body) if status == 200 else None
         view = _mooncake.ha_judgement(masters)

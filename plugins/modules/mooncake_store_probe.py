@@ -440,6 +440,16 @@ def run_client(module, backend, unit, argv, result_path, who, what):
     return state['res'], time.monotonic() - started >= p['timeout']
 
 
+def stop_after_failure(backend, unit):
+    """Stop a client that failed; what became of it, for the failure's message (a stop that failed is said, never
+    "stopped")."""
+    try:
+        backend.stop_transient(unit)
+    except ServiceError as exc:
+        return 'its unit %s could NOT be stopped: %s' % (unit, exc)
+    return 'its unit was stopped: %s' % unit
+
+
 def unit_for(key, role):
     return ('kvpool-probe-%s-%s' % (role, safe_name(key)))[:200]
 
@@ -453,11 +463,10 @@ def read(module, backend, python, args, base, address, who, result):
     argv = [python, '-c', CLIENT, json.dumps(dict(args, result_file=result_path))]
     res, timed_out = run_client(module, backend, unit, argv, result_path, who, 'store client')
     log = client_log(backend, unit)
-    if res is None:
-        backend.stop_transient(unit)
+    stopped = stop_after_failure(backend, unit) if res is None else ''
     remove_file(result_path)
     if res is None:
-        why = ('timed out after %s s (its unit %s was stopped)' % (p['timeout'], unit)) if timed_out else 'exited'
+        why = ('timed out after %s s (%s)' % (p['timeout'], stopped)) if timed_out else 'exited (%s)' % stopped
         raise KvpoolError('%s: the store client %s before reading %s. Last lines:\n%s'
                           % (who, why, p['key'], log), result=result)
     if not res.get('ok'):
@@ -551,11 +560,16 @@ def _run(module):
         raise KvpoolError('%s: %s' % (who, exc)) from exc
 
     if p['mode'] == 'remove':
-        alive = backend.transient_alive(holder)
-        if alive:
-            # The holder removes the object and closes its client on SIGTERM; its segment leaves the pool when the
-            # stop returns. Only this unit is stopped: the collection never signals a process it did not start.
-            backend.stop_transient(holder)
+        try:
+            alive = backend.transient_alive(holder)
+            if alive:
+                # The holder removes the object and closes its client on SIGTERM; its segment leaves the pool when
+                # the stop returns. Only this unit is stopped, and only when it is the collection's (its
+                # Description, or its container's label): it never signals a process it did not start.
+                backend.stop_transient(holder)
+        except ServiceError as exc:  # not ours, unreadable, or still running: never "nothing left behind"
+            raise KvpoolError('%s: the holder of %s was not removed: %s' % (who, p['key'], exc),
+                              result=dict(result, holder_unit=holder)) from exc
         for path in (result_path, stop_path):
             remove_file(path)
         result.update(changed=alive, holder_unit=holder, logs=backend.logs_hint(_Named(holder)))
@@ -581,8 +595,11 @@ def _run(module):
         return read(module, backend, python, args, base + '.get', address, who, result)
 
     # put: a holder in its own transient unit keeps the writer's segment (and so the object) in the pool.
-    if backend.transient_alive(holder):
-        backend.stop_transient(holder)  # the holder of an earlier put of this key (only that unit)
+    try:
+        if backend.transient_alive(holder):
+            backend.stop_transient(holder)  # the holder of an earlier put of this key (only that unit, when ours)
+    except ServiceError as exc:
+        raise KvpoolError('%s: %s' % (who, exc), result=dict(result, holder_unit=holder)) from exc
     remove_file(stop_path)
     args.update(result_file=result_path, stop_file=stop_path, hold_seconds=p['hold_seconds'])
     res, timed_out = run_client(module, backend, holder, [python, '-c', CLIENT, json.dumps(args)], result_path, who,
@@ -590,13 +607,14 @@ def _run(module):
     result.update(changed=True, holder_unit=holder, logs=backend.logs_hint(_Named(holder)))
     if res is None or not res.get('ok'):
         tail = client_log(backend, holder)
-        backend.stop_transient(holder)
-        result['changed'] = False  # the writer was stopped again: nothing is left behind
+        stopped = stop_after_failure(backend, holder)
+        # Nothing is left behind only when the writer was stopped again.
+        result['changed'] = not stopped.startswith('its unit was stopped')
         why = res.get('error') if res else (
             'no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out else ''))
-        raise KvpoolError('%s (%s): could not write %s to the pool through master %s: %s%s. Last lines of %s:\n%s'
-                          % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), holder, tail),
-                          result=result)
+        raise KvpoolError('%s (%s): could not write %s to the pool through master %s: %s%s (%s). Last lines of '
+                          '%s:\n%s' % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), stopped,
+                                       holder, tail), result=result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     return result
 

@@ -140,6 +140,10 @@ options:
   env:
     description:
       - Extra environment of the router (for example C(RUST_LOG)). Names are letters, digits and C(_).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
     type: dict
     default: {}
   ready_timeout:
@@ -361,6 +365,10 @@ def main():
 
 def _run(module):
     p = module.params
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     try:
         urls, env = check_params(p)
     except KvpoolError:

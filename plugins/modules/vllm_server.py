@@ -96,6 +96,10 @@ options:
       - Environment of the process (for example C(MOONCAKE_CONFIG_PATH), C(PYTHONHASHSEED), C(VLLM_HOST_IP)).
       - Part of the fingerprint; a change restarts the instance.
       - Not C(VLLM_API_KEY) (use O(api_key)).
+      - A variable whose name says it holds a secret (C(HF_TOKEN), C(*_API_KEY), C(*PASSWORD*), C(*SECRET*),
+        C(*AUTH*), ...) and has a value is written into the unit's mode 0600 C(EnvironmentFile=) (in container mode
+        it is filled into the container's environment by the action plugin), never into the world-readable unit file;
+        its value is masked in the result, the diff and every message.
       - Names are letters, digits and C(_), not starting with a digit (no C(=), not empty); a null value is the
         empty string.
     type: dict
@@ -286,7 +290,8 @@ argv:
   elements: str
   sample: [/usr/local/bin/vllm, serve, /models/qwen, --served-model-name, qwen, --port, "8002"]
 env:
-  description: The environment given to the process (besides what it inherits), without the API key.
+  description: The environment given to the process (besides what it inherits), without the API key; the value of
+    every secret-named variable (C(HF_TOKEN), C(*_API_KEY), ...) is C(********).
   returned: always
   type: dict
   sample: {ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3", PYTHONHASHSEED: "0"}
@@ -328,7 +333,7 @@ stopped_unlisted:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _validate, _vllm
+from ansible_collections.ascend.kvpool.plugins.module_utils import _errors, _secrets, _validate, _vllm
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import http_status, tcp_open
 from ansible_collections.ascend.kvpool.plugins.module_utils._service import (
@@ -468,6 +473,10 @@ def main():
 def _run(module):
     """The module's work: returns its result or raises KvpoolError; main() answers the task with either."""
     p = module.params
+    # Secret-named variables of env (HF_TOKEN, *_API_KEY) and the values of secret-named flags of extra_args
+    # (--hf-token T): masked wherever the result or a message echoes them (argv, the task's input).
+    module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
+                                + _secrets.secret_values(module.params.get('extra_args')))
     env, path_prepend = check_params(module)
     api_key = p['api_key'] or None
     host = p['health_host'] or _vllm.probe_host(p['host'])
@@ -477,7 +486,7 @@ def _run(module):
     if p['stop_unlisted'] is not None and p['container_step'] != 'gate':  # the gate step comes after the render
         unlisted = stop_unlisted(lifecycle, p['stop_unlisted'], p['stop_timeout'])
     result = dict(changed=bool(unlisted), endpoint=endpoint, ready_seconds=None, models=[], health='stopped',
-                  stopped_unlisted=unlisted, env=env, argv=[])
+                  stopped_unlisted=unlisted, env=_secrets.mask_env(env), argv=[])
 
     argv = []
     if p['state'] != 'stopped':

@@ -692,8 +692,9 @@ def render_markdown(report, chart_name=None):
     return '\n'.join(out)
 
 
-def render_chart(report, path):
+def render_chart(report, path, metadata=None):
     """Draw the PNG: median and p90 TTFT of the three steps, with prefix / external hit rates under each bar pair.
+    ``metadata``: the PNG's text chunks (the report action's proof, ``Software: ascend.kvpool.<action>``).
 
     Returns None on success, else why no chart was drawn (matplotlib missing, no measured step).
     """
@@ -747,6 +748,6 @@ def render_chart(report, path):
         fig.text(0.99, 0.01, 'TEST EQUIPMENT, not hardware figures', fontsize=9, color='#B00020', ha='right',
                  weight='bold')
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path)
+    fig.savefig(path, metadata=metadata)
     plt.close(fig)
     return None

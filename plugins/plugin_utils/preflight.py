@@ -43,6 +43,8 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
     reserved_ports_text,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._secrets import mask_argv
+from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
+from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._shared import format_host_port
 
 GIB = 1073741824.0
@@ -436,15 +438,57 @@ def master_host(master_hosts, hostvars, address=''):
     return str(name)
 
 
-def master_endpoint(master_hosts, hostvars, port, address='', ha=False, etcd_endpoints=None):
+def _port_number(value, option):
+    """A TCP port given as a number or its digits (a templated value), else a KvpoolError naming ``option``
+    (:func:`_validate.port`)."""
+    text = str(value).strip() if isinstance(value, str) else None
+    return _validate.port(int(text) if text is not None and text.isdigit() else value, option)
+
+
+def etcd_endpoint(endpoint, option):
+    """``host:port`` of one etcd endpoint (an ``etcd://`` prefix dropped; IPv6 in brackets), else a KvpoolError
+    naming ``option``: a host without its port, a scheme, a port out of range. Mooncake's etcd client needs the port
+    (``etcd://10.0.0.1`` reaches nothing)."""
+    text = str(endpoint).strip()
+    text = text[len('etcd://'):] if text.startswith('etcd://') else text
+    if '://' in text:  # another scheme: named as such
+        _validate.host_address(text, option, example='10.0.0.1:2379')
+    if text.startswith('[') and ']:' in text:
+        host, port = text[1:].split(']:', 1)
+        bracketed = '[%s]' % host
+    else:
+        host, sep, port = text.rpartition(':')
+        bracketed = host
+        if not sep or ':' in host or not port.strip().isdigit():
+            raise KvpoolError(
+                '%s=%r is not host:port: give each etcd endpoint with its client port (for example 10.0.0.1:2379, '
+                'an IPv6 address in brackets: [fd00::1]:2379)' % (option, str(endpoint)))
+    _validate.host_address(host, option, example='10.0.0.1:2379', empty=False)
+    return format_host_port(bracketed, _port_number(port, option))
+
+
+def master_endpoint(master_hosts, hostvars, port, address='', ha=False, etcd_endpoints=None,
+                    address_var='mooncake_config_master_address', port_var='mooncake_config_master_port',
+                    endpoints_var='mooncake_config_etcd_endpoints'):
     """mooncake.json's ``master_server_address``: ``host:port`` of :func:`master_host` (IPv6 in brackets), or with
-    ``ha`` ``etcd://e1;e2`` of the etcd endpoints (an ``etcd://`` prefix of an endpoint is dropped); '' without
-    ``ha`` when :func:`master_host` finds no master."""
+    ``ha`` ``etcd://e1;e2`` of the etcd endpoints (each ``host:port``, :func:`etcd_endpoint`; an ``etcd://`` prefix
+    is dropped); '' without ``ha`` when :func:`master_host` finds no master.
+
+    The address must be one host (no port, no scheme: ``10.0.0.1:50051`` gave ``[10.0.0.1:50051]:50051``) and the
+    port 1-65535; a KvpoolError names the variable (``address_var``, ``port_var``, ``endpoints_var``) and the fix."""
     if ha:
-        endpoints = [str(e) for e in etcd_endpoints or []]
-        return 'etcd://' + ';'.join(e[len('etcd://'):] if e.startswith('etcd://') else e for e in endpoints)
+        endpoints = etcd_endpoints or []
+        if isinstance(endpoints, str):
+            endpoints = [endpoints]
+        return 'etcd://' + ';'.join(etcd_endpoint(e, '%s[%d]' % (endpoints_var, i)) for i, e in enumerate(endpoints))
     host = master_host(master_hosts, hostvars, address)
-    return format_host_port(host, port) if host else ''
+    if not host:
+        return ''
+    option = address_var if address else \
+        'the address of master host %s (its mooncake_config_node_address, else ansible_host; or set %s)' \
+        % (master_hosts[0], address_var)
+    _validate.host_address(host, option, port_option=port_var, example='10.0.0.1')
+    return format_host_port(host, _port_number(port, port_var))
 
 
 def check_master(record, severity='error'):

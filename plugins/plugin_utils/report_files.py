@@ -13,6 +13,8 @@ import errno
 import json
 import math
 import os
+import stat
+import struct
 import traceback
 from collections.abc import Mapping
 
@@ -39,6 +41,125 @@ def write_atomic(path, text):
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+# Proof that a report file at a path is the collection's own, so that it may be replaced (issue 32): JSON has the
+# top-level key ``written_by`` (``ascend.kvpool.<action>``), Markdown the first line ``<!-- Written by
+# ascend.kvpool ... -->``, a PNG chart the text chunk ``Software: ascend.kvpool.<action>`` (matplotlib's
+# ``savefig(metadata=...)``). Any other file at the path is left alone and the task fails naming it.
+WRITTEN_BY_KEY = 'written_by'
+OWNER = 'ascend.kvpool'
+MARKDOWN_HEADER = '<!-- Written by ascend.kvpool'
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+MAX_PROOF_BYTES = 64 * 1024 * 1024
+# A report of an earlier release (before the proof) is the collection's when it has the layout only that action
+# writes (as for the router's record): the JSON's top-level keys, the Markdown's title line; its chart is the one
+# that report's JSON lists in files.chart.
+EARLIER_JSON_KEYS = {
+    'npu_network_report': frozenset(('ok', 'label', 'nodes', 'npus_checked', 'pings', 'findings', 'suspects',
+                                     'links')),
+    'vllm_instance_report': frozenset(('ok', 'instances', 'healthy', 'lines', 'problems', 'missing_hosts', 'status')),
+    'kvpool_benchmark_report': frozenset(('title', 'steps', 'ttft_ms', 'reference', 'checks', 'findings', 'files')),
+}
+EARLIER_MARKDOWN = {'kvpool_benchmark_report': '# vLLM-Ascend KV pool TTFT benchmark'}
+
+
+def markdown_header(action):
+    """The first line of a Markdown report of ``action`` (its proof)."""
+    return '%s.%s: replaced on the next run; rename it to keep it -->\n' % (MARKDOWN_HEADER, action)
+
+
+def png_metadata(action):
+    """The PNG text chunk matplotlib writes with ``savefig(metadata=...)`` (the chart's proof)."""
+    return {'Software': '%s.%s' % (OWNER, action)}
+
+
+def _png_software(data):
+    """The value of the PNG's ``Software`` text chunk (tEXt or iTXt), or None."""
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    pos = len(PNG_SIGNATURE)
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack('>I4s', data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b'tEXt' and body.startswith(b'Software\x00'):
+            return body.split(b'\x00', 1)[1].decode('latin-1')
+        if kind == b'iTXt' and body.startswith(b'Software\x00'):
+            return body.split(b'\x00', 4)[-1].decode('utf-8', 'replace') if body.count(b'\x00') >= 4 else None
+        if kind == b'IEND':
+            return None
+        pos += 12 + length
+    return None
+
+
+def _earlier_json(value, action):
+    """Whether the JSON ``value`` is a report of ``action`` of an earlier release (no ``written_by``, its layout)."""
+    keys = EARLIER_JSON_KEYS.get(action)
+    return bool(keys) and isinstance(value, dict) and WRITTEN_BY_KEY not in value and keys <= set(value)
+
+
+def _listed_chart(path, action):
+    """Whether the JSON report beside the chart ``path`` (same base name) is the collection's and lists ``path`` as
+    its chart (the proof of a chart of an earlier release)."""
+    sibling = os.path.splitext(path)[0] + '.json'
+    try:
+        if _why_not_ours(sibling, 'json', action) is not None:
+            return False
+        with open(sibling, 'rb') as handle:
+            value = json.loads(handle.read(MAX_PROOF_BYTES).decode('utf-8'))
+    except (IOError, OSError, ValueError):
+        return False
+    files = value.get('files') if isinstance(value, dict) else None
+    return isinstance(files, dict) and files.get('chart') == path
+
+
+def _why_not_ours(path, kind, action=None):
+    """None when the regular file ``path`` is a report of the collection of ``kind`` (``json``, ``markdown``,
+    ``png``), written by ``action`` in an earlier release too, else why it is not."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return 'it is a symlink to %s' % os.readlink(path)
+    if not stat.S_ISREG(st.st_mode):
+        return 'it is not a regular file (a FIFO, socket or device node)'
+    if st.st_size > MAX_PROOF_BYTES:
+        return 'it is over %d MiB, larger than any report of the collection' % (MAX_PROOF_BYTES // 1024 // 1024)
+    with open(path, 'rb') as handle:
+        data = handle.read(MAX_PROOF_BYTES if kind != 'markdown' else 4096)
+    if kind == 'png':
+        software = _png_software(data)
+        if (software is None or not software.startswith(OWNER + '.')) and not _listed_chart(path, action):
+            return 'it is not a PNG chart with the text "Software: %s.<action>"' % OWNER
+        return None
+    if kind == 'json':
+        try:
+            value = json.loads(data.decode('utf-8'))
+        except ValueError:
+            return 'it is not JSON'
+        owner = value.get(WRITTEN_BY_KEY) if isinstance(value, dict) else None
+        if (not isinstance(owner, str) or not owner.startswith(OWNER + '.')) and not _earlier_json(value, action):
+            return 'its JSON has no top-level "%s": "%s.<action>"' % (WRITTEN_BY_KEY, OWNER)
+        return None
+    earlier = EARLIER_MARKDOWN.get(action)
+    if not data.startswith(MARKDOWN_HEADER.encode('ascii')) and not (earlier and data.startswith(earlier.encode())):
+        return 'its first line is not the header "%s ... -->"' % MARKDOWN_HEADER
+    return None
+
+
+def check_ours(path, kind, variable, action=None):
+    """Raise AnsibleActionFail naming ``path``, ``variable`` (what sets the path) and the fix unless ``path`` is
+    absent, a directory (:func:`write_atomic` refuses it) or a report of the collection of ``kind`` (its proof:
+    ``written_by``, the Markdown header or the PNG text; a report of ``action`` of an earlier release: its layout).
+    The same in check mode: nothing is written before it."""
+    if not os.path.lexists(path) or (os.path.isdir(path) and not os.path.islink(path)):
+        return
+    try:
+        why = _why_not_ours(path, kind, action)
+    except (IOError, OSError) as exc:
+        why = 'it cannot be read (%s)' % (getattr(exc, 'strerror', None) or exc)
+    if why:
+        raise AnsibleActionFail(
+            '%s exists but was not written by %s (%s), so it is not replaced. Fix: move it away or remove it if it '
+            'is yours to keep or not needed, or set %s to another path' % (path, OWNER, why, variable))
 
 
 def host_values(hostvars, var, hosts, keys=None):
@@ -85,24 +206,32 @@ def json_text(report, default=None):
     return json.dumps(finite_json(report), indent=2, sort_keys=True, default=default, allow_nan=False) + '\n'
 
 
-def write_json_report(path, report):
+def owned_json(report, action):
+    """``report`` with its proof, the top-level ``written_by: ascend.kvpool.<action>`` (only in the file)."""
+    return dict(report, **{WRITTEN_BY_KEY: '%s.%s' % (OWNER, action)})
+
+
+def write_json_report(path, report, action='report', variable='the report path'):
     """Write ``report`` as indented JSON to ``path`` (user and variables expanded, made absolute) with
-    :func:`write_atomic`; returns the path written. Raises OSError/IOError."""
+    :func:`write_atomic`, with its proof ``written_by`` (:func:`owned_json`), after :func:`check_ours`; returns the
+    path written. Raises OSError/IOError, and AnsibleActionFail for a file that is not the collection's."""
     path = os.path.abspath(os.path.expanduser(path))
-    write_atomic(path, json_text(report))
+    check_ours(path, 'json', variable, action)
+    write_atomic(path, json_text(owned_json(report, action)))
     return path
 
 
 class ControllerReportAction(ActionBase):
     """Base of the report actions: they run in the controller's own process, need no connection and copy no file.
 
-    A subclass sets ``ARGUMENT_SPEC`` and implements ``report(result, args, task_vars)``, which gets the validated
-    arguments and returns the task result.
+    A subclass sets ``ARGUMENT_SPEC`` and ``NAME`` and implements ``report(result, args, task_vars)``, which gets
+    the validated arguments and returns the task result.
     """
 
     TRANSFERS_FILES = False
     _requires_connection = False
     ARGUMENT_SPEC = {}
+    NAME = 'report'  # the action's name: its files' proof says ascend.kvpool.<NAME>
 
     def run(self, tmp=None, task_vars=None):
         result = super(ControllerReportAction, self).run(tmp, task_vars)
@@ -121,12 +250,11 @@ class ControllerReportAction(ActionBase):
     def report(self, result, args, task_vars):
         raise NotImplementedError
 
-    @staticmethod
-    def write_report(path, report, variable):
+    def write_report(self, path, report, variable):
         """:func:`write_json_report`, failing the task with a message that names ``variable`` (the role variable
-        that sets ``path``) when the file cannot be written."""
+        that sets ``path``) when the file cannot be written or is not the collection's."""
         try:
-            return write_json_report(path, report)
+            return write_json_report(path, report, self.NAME, variable)
         except (IOError, OSError) as e:
             raise AnsibleActionFail('cannot write the report to %s: %s (set %s)'
                                     % (path, e.strerror or e, variable)) from e

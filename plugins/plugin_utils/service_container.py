@@ -47,14 +47,17 @@ def docker_args(definition, secret_names, secrets, task_args):
     """The docker_container arguments: the module's definition with the secrets' values in ``env``.
 
     ``secret_names``: the variables the module left out (it never returns a no_log value); ``secrets`` maps each
-    to the task option that holds its value (``{'VLLM_API_KEY': 'api_key'}``). Returns (arguments, values), the
+    to the task option that holds its value (``{'VLLM_API_KEY': 'api_key'}``); any other is a secret-named variable
+    of the task's ``env`` (``HF_TOKEN``), taken from there. Returns (arguments, values), the
     values to mask in whatever docker_container returns.
     """
     args = dict(definition)
     env = dict(args.get('env') or {})
     values = []
+    given = task_args.get('env') or {}
     for name in secret_names or []:
-        value = task_args.get(secrets.get(name, ''))
+        # The module's own secret from its no_log option; a secret-named variable of the task's env from there.
+        value = task_args.get(secrets[name]) if name in secrets else given.get(name)
         if value not in (None, ''):
             env[name] = str(value)
             values.append(str(value))

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import re
@@ -126,6 +127,10 @@ def test_target_files_list_every_master_and_started_instance_and_the_router(writ
     rule_files = sorted(p.name for p in (tmp / 'rules').iterdir())
     assert rule_files == ['kvpool-alerts.rules.yml', 'kvpool-recording.rules.yml']
     assert json.loads((tmp / 'dash' / 'kvpool-dashboard.json').read_text())['uid'] == 'ascend-kvpool'
+    # the record beside the JSON (which carries no header) names the sha256 of the bytes written (issue 32, ownership)
+    digest = hashlib.sha256((tmp / 'dash' / 'kvpool-dashboard.json').read_bytes()).hexdigest()
+    record = (tmp / 'dash' / '.kvpool-dashboard.json.kvpool').read_text()
+    assert record.startswith('# Written by ascend.kvpool (role kvpool_monitoring)') and 'sha256=%s\n' % digest in record
 
 
 def test_the_token_is_a_0600_file_read_by_credentials_file_and_never_shown(written):
@@ -133,6 +138,10 @@ def test_the_token_is_a_0600_file_read_by_credentials_file_and_never_shown(writt
     token = tmp / 'vllm.token'
     assert token.read_text() == TOKEN
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    token_record = tmp / '.vllm.token.kvpool'
+    assert stat.S_IMODE(token_record.stat().st_mode) == 0o600
+    assert 'sha256=%s\n' % hashlib.sha256(TOKEN.encode()).hexdigest() in token_record.read_text()
+    assert hashlib.sha256(TOKEN.encode()).hexdigest() not in everything
     config = yaml.safe_load((tmp / 'prometheus.yml').read_text())
     jobs = dict((job['job_name'], job) for job in config['scrape_configs'])
     assert jobs['kvpool_vllm_instance']['authorization'] == {'type': 'Bearer', 'credentials_file': str(token)}

@@ -131,17 +131,31 @@ def ensure(manager, state='started', check=False, healthy=True, **spec_kw):
                    explain=lambda log: log.splitlines()[-1])
 
 
+def unbounded(argv):
+    """(argv, bound): the command the engine ran under ``timeout -s KILL N`` (``_service.run_bounded``) and N; a
+    command run without that prefix fails the test (every external command has a deadline)."""
+    argv = list(argv)
+    assert len(argv) > 4 and argv[0].endswith('/timeout') and argv[1:3] == ['-s', 'KILL'], \
+        'a command without a deadline: %r' % (argv,)
+    return argv[4:], float(argv[3])
+
+
 class Recorder(object):
+    """A module whose run_command records the calls (the tool's arguments, after the ``timeout`` prefix) and their
+    bounds, and answers rc 0 with nothing."""
     check_mode = False
 
     def __init__(self):
         self.calls = []
+        self.bounds = []
 
     def get_bin_path(self, name, required=False, opt_dirs=None):
         return '/usr/bin/' + name
 
     def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
+        argv, bound = unbounded(argv)
         self.calls.append(' '.join(argv[1:]))
+        self.bounds.append(bound)
         return 0, '', ''
 
 

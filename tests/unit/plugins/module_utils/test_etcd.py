@@ -127,8 +127,11 @@ def test_parsers_on_any_json(value):
             pass
 
 
-def _master(name, rpc, serving, body):
-    return dict(name=name, rpc=rpc, serving=serving, view=_mooncake.parse_ha_health(body) if body else None)
+def _master(name, rpc, serving, body, refused=None):
+    """A master as the gate saw it; one that does not serve RPC refused the connection (it is up) unless ``refused``
+    says otherwise (False: a timeout or an unreachable host)."""
+    return dict(name=name, rpc=rpc, serving=serving, refused=(not serving) if refused is None else refused,
+                view=_mooncake.parse_ha_health(body) if body else None)
 
 
 def test_ha_one_leader_one_standby_recorded():
@@ -162,6 +165,46 @@ def test_ha_old_release_without_admin_server():
     masters = [_master('a', '10.0.0.1:50088', True, None), _master('b', '10.0.0.2:50088', False, None)]
     view = _mooncake.ha_judgement(masters)
     assert view['problem'] == '' and view['leader_name'] == 'a'
+
+
+def test_ha_a_master_that_does_not_answer_at_all_is_no_standby():
+    """A peer at a black-holed address: its RPC port neither accepts nor refuses (timed out) and its health endpoint
+    gives nothing. It was counted as a standby and the gate passed; its state is unknown, and it may be the leader."""
+    leader = _master('n1', '172.31.250.11:50088', True, fixture('master_health_serving.json'))
+    silent = dict(_master('n2', '192.0.2.1:50088', False, None, refused=False), rpc_error='timed out')
+    view = _mooncake.ha_judgement([leader, silent])
+    assert view['standbys'] == [] and view['leader_name'] == 'n1'
+    assert_names(view['problem'], 'n2: no answer from rpc 192.0.2.1:50088 (timed out) or health, state unknown',
+                 'Fix', 'reachable', 'ha_peers')
+    refused = _master('n2', '10.0.0.2:50088', False, None, refused=True)  # up, no RPC port: a standby (0.3.9)
+    assert _mooncake.ha_judgement([leader, refused]) == dict(leader='172.31.250.11:50088', leader_name='n1',
+                                                             standbys=['n2'], problem='')
+    shown = _master('n2', '10.0.0.2:50088', False, fixture('master_health_standby.json'), refused=False)
+    assert _mooncake.ha_judgement([leader, shown])['problem'] == ''  # RPC dropped, but its health shows standby
+
+
+_VIEWS = st.one_of(st.none(), st.builds(
+    lambda state, ready, leader: {'role': 'x', 'ha_state': state, 'service_ready': ready, 'leader_address': leader},
+    st.sampled_from(['serving', 'standby', 'leader_warmup', '']), st.booleans(),
+    st.sampled_from(['', 'm0:1', 'm1:1', 'm2:1'])))
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), _VIEWS), min_size=1, max_size=4))
+def test_ha_judgement_never_counts_a_silent_master_as_standby(shown):
+    """Any mix of serving / refused / silent masters and views: a master that showed nothing is never a standby and
+    always fails the gate naming it (after a split brain, which is named first); no problem means exactly one
+    serves and every other refused RPC or showed its state."""
+    masters = [dict(name='m%d' % i, rpc='m%d:1' % i, serving=serving, refused=refused and not serving, view=view)
+               for i, (serving, refused, view) in enumerate(shown)]
+    out = _mooncake.ha_judgement(masters)
+    silent = [m['name'] for m in masters if not m['serving'] and not m['refused'] and m['view'] is None]
+    assert not set(silent) & set(out['standbys'])
+    if silent and sum(m['serving'] for m in masters) < 2:
+        for name in silent:
+            assert '%s: no answer from rpc' % name in out['problem'] and 'state unknown' in out['problem']
+    if not out['problem']:
+        assert sum(m['serving'] for m in masters) == 1 and not silent
+        assert len(out['standbys']) == len(masters) - 1
 
 
 @given(st.text(max_size=300))

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen, _prometheus
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
 
 
 # --- datasets ------------------------------------------------------------------------------------------------
@@ -351,3 +352,12 @@ def test_shared_prefix_dataset_groups_interleave_and_vary_in_length():
     assert _loadgen.make_shared_prefix_dataset(8, 4, 16, 100, 20)['fingerprint'] != data['fingerprint']
     counted = _loadgen.make_shared_prefix_dataset(7, 2, 4, 50, 10, counter=lambda text: len(text.split()) + 3)
     assert counted['method'] == 'tokenize' and counted['tokens'][0] == len(counted['prompts'][0].split()) + 3
+
+
+def test_a_failed_metrics_read_never_shows_the_urls_password():
+    """A scrape URL with a password (http://user:pw@host/metrics) that nothing answers: the error names the URL with
+    its password masked."""
+    port = free_port()
+    text, error = _loadgen.get_text('http://scraper:s3cret-pw@127.0.0.1:%d/metrics' % port, timeout=1.0)
+    assert text is None
+    assert 's3cret-pw' not in error and '127.0.0.1:%d/metrics' % port in error

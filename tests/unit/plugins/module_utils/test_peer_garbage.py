@@ -28,8 +28,9 @@ from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 # Any JSON value, NaN and infinity included (Python's json reads them, as a peer may send them).
 LEAF = st.none() | st.booleans() | st.integers(min_value=-2 ** 70, max_value=2 ** 70) | st.floats() | \
     st.text(max_size=8) | st.sampled_from(['2379', 'http://a:1', '', 'abc', '0'])
-ANY = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                       max_size=3), max_leaves=10)
+ANY = st.recursive(
+    LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10)
 
 
 def shaped(keys):
@@ -41,8 +42,8 @@ MEMBER = shaped(['ID', 'name', 'peerURLs', 'clientURLs'])
 MEMBER_LIST = st.fixed_dictionaries({}, optional={'header': ANY, 'members': st.lists(MEMBER | ANY, max_size=3) | ANY})
 STATUS = st.fixed_dictionaries({}, optional={'Endpoint': ANY, 'Status': shaped(['header', 'leader', 'version']) | ANY})
 HEALTH = shaped(['endpoint', 'health', 'error'])
-RANGE = st.fixed_dictionaries({'header': ANY}, optional={'kvs': st.lists(shaped(['key', 'value']) | ANY, max_size=2)
-                                                           | ANY})
+RANGE = st.fixed_dictionaries(
+    {'header': ANY}, optional={'kvs': st.lists(shaped(['key', 'value']) | ANY, max_size=2) | ANY})
 
 
 def _text(value):
@@ -120,8 +121,9 @@ def test_router_workers_give_urls_or_a_message(text):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(st.fixed_dictionaries({}, optional={'data': st.lists(shaped(['id', 'object']) | ANY, max_size=3)
-                                                      | ANY}), ANY).map(_text) | st.text(max_size=30) | st.none())
+@given(st.one_of(
+    st.fixed_dictionaries({}, optional={'data': st.lists(shaped(['id', 'object']) | ANY, max_size=3) | ANY}),
+    ANY).map(_text) | st.text(max_size=30) | st.none())
 def test_served_models_and_master_health_never_raise(text):
     assert all(isinstance(m, str) for m in _vllm.parse_models(text))
     view = _mooncake.parse_ha_health(text)
@@ -152,8 +154,8 @@ def test_mooncake_json_never_holds_nan_or_infinity(capsys, tmp_path, value):
     with pytest.raises(ValueError):
         _mooncake.config_text({'global_segment_size': value})
     path = tmp_path / 'mooncake.json'
-    with patch_module_args({'path': str(path), 'config': {'protocol': 'tcp', 'sizes': [1, {'local_buffer_size':
-                                                                                          value}]}}):
+    config = {'protocol': 'tcp', 'sizes': [1, {'local_buffer_size': value}]}
+    with patch_module_args({'path': str(path), 'config': config}):
         with pytest.raises(SystemExit):
             mooncake_config_file.main()
     res = json.loads(capsys.readouterr().out)
@@ -165,7 +167,8 @@ def test_mooncake_json_never_holds_nan_or_infinity(capsys, tmp_path, value):
 def test_a_report_writes_nan_and_infinity_as_null(tmp_path):
     report = {'ttft_ms': float('nan'), 'rows': [{'hit': float('inf')}, (1.5, float('-inf'))], 'ok': True}
     path = report_files.write_json_report(str(tmp_path / 'r.json'), report)
-    assert _strict(open(path).read()) == {'ttft_ms': None, 'rows': [{'hit': None}, [1.5, None]], 'ok': True}
+    assert _strict(open(path).read()) == {'ttft_ms': None, 'rows': [{'hit': None}, [1.5, None]], 'ok': True,
+                                          'written_by': 'ascend.kvpool.report'}
 
 
 # --- mooncake_config_file against a fake etcd that answers garbage ------------------------------------------------

@@ -56,8 +56,8 @@ WORD = st.text(alphabet=st.characters(blacklist_categories=('Cs',), blacklist_ch
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(WORD, max_size=6), st.sampled_from(['--api-key', '--api_key', '--hf-token', '--password',
-                                                      '--auth-token', '--secret-key']),
+@given(st.lists(WORD, max_size=6),
+       st.sampled_from(['--api-key', '--api_key', '--hf-token', '--password', '--auth-token', '--secret-key']),
        st.booleans(), SECRET, st.lists(WORD, max_size=6))
 def test_a_secret_flag_value_never_survives_whatever_surrounds_it(before, flag, joined, secret, after):
     """Any words a process may have around a secret flag: its value is masked, the number of words kept."""
@@ -74,3 +74,16 @@ def test_a_given_secret_never_survives_in_any_text(head, secret, tail):
     and the function returns text for any input."""
     out = _secrets.mask_text(head + secret + tail, [secret])
     assert isinstance(out, str) and secret not in out.replace(MASK, '\x00')
+
+
+@pytest.mark.parametrize('name', ['--max-num-batched-tokens', 'max_tokens', '--tokenizer', '--tokenizer-mode',
+                                  '--author'])
+def test_counts_of_tokens_the_tokenizer_and_an_author_are_no_secret_names(name):
+    """vLLM's --max-num-batched-tokens 8192 and --tokenizer <path>: values a message must show, never masked."""
+    assert not _secrets.secret_name(name)
+    assert _secrets.mask_argv([name, '8192']) == [name, '8192']
+
+
+@pytest.mark.parametrize('name', ['--hf-token', 'HF_TOKEN', '--auth-token', 'ACCESS_TOKEN', '--api-k'])
+def test_token_and_auth_names_stay_secret(name):
+    assert _secrets.secret_name(name)

@@ -158,12 +158,22 @@ def test_hccn_conf_lines_hccn_tool_reads_differently_are_findings(monkeypatch, c
 @pytest.mark.parametrize('args, expected', [
     ({'command_timeout': 0}, 'command_timeout must be at least 1 second'),
     ({'command_timeout': -5}, 'command_timeout must be at least 1 second'),
-    ({'busy_retries': -1}, 'busy_retries and transient_wait must be 0 or more'),
-    ({'transient_wait': -1.0}, 'busy_retries and transient_wait must be 0 or more'),
+    ({'busy_retries': -1}, 'busy_retries must be 0 or more'),
+    ({'transient_wait': -1.0}, 'transient_wait=-1.0 must be a finite number at least 0 and at most 3600'),
 ])
 def test_hccn_facts_arguments_out_of_range(monkeypatch, capsys, args, expected):
     res = run_module(hccn_facts, args, Node(), monkeypatch, capsys)
     assert res['failed'] and expected in res['msg']
+
+
+@pytest.mark.parametrize('wait', [float('inf'), float('nan'), 3601.0])
+def test_hccn_facts_refuses_a_transient_wait_that_never_ends_or_is_no_number(monkeypatch, capsys, wait):
+    """Issue 32: .inf re-queried forever, NaN was silently no wait; both fail naming the option, before any query."""
+    node = Node()
+    res = run_module(hccn_facts, {'transient_wait': wait}, node, monkeypatch, capsys)
+    assert res['failed'] and node.calls == []
+    assert_names(res['msg'], 'transient_wait=', 'must be a finite number at least 0 and at most 3600',
+                 'npu_network_transient_wait')
 
 
 TARGET = {'device': 0, 'address': '29.1.2.81', 'label': 'node2/npu0'}

@@ -177,7 +177,7 @@ class Systemctl(engine_tests.Recorder):
 
     def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
         engine_tests.Recorder.run_command(self, argv, environ_update, expand_user_and_vars)
-        return (0, self.show, '') if argv[1] == 'show' else (0, '', '')
+        return (0, self.show, '') if engine_tests.unbounded(argv)[0][1] == 'show' else (0, '', '')
 
 
 def engine_start(secret=True, state='started', show=engine_tests.SHOW_MISSING):

@@ -209,7 +209,7 @@ def test_a_secret_file_of_an_earlier_release_is_kept_and_gets_the_header_when_wr
 
     class Show(engine_tests.Recorder):
         def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
-            return (0, engine_tests.SHOW_RUNNING, '') if argv[1] == 'show' else (0, '', '')
+            return (0, engine_tests.SHOW_RUNNING, '') if engine_tests.unbounded(argv)[0][1] == 'show' else (0, '', '')
     be = _service.SystemdBackend(Show())
     text, secret, status = be.current(spec)
     assert secret == _service.render_secret_env(spec.secret_env) and status['exists']
@@ -364,6 +364,7 @@ def test_a_failed_read_of_the_engine_is_never_an_empty_answer(tmp_path, monkeypa
     by stop_unlisted, docker inspect and docker ps."""
     class Failing(engine_tests.Recorder):
         def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
+            argv = engine_tests.unbounded(argv)[0]
             if argv[1] == 'inspect' and argv[2] == 'gone':
                 return 1, '', 'Error: No such object: gone'
             return 1, '', 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' if 'docker' in \
@@ -454,7 +455,7 @@ def test_etcd_member_gate_never_skips_the_leader_check_on_an_unreadable_endpoint
     }
     seen = {}
 
-    def fake_etcdctl(module, p, endpoints, *args):
+    def fake_etcdctl(module, p, endpoints, *args, **kwargs):  # pylint: disable=unused-argument
         return 0, answers[tuple(args[:2])], ''
 
     class Machine(object):
@@ -530,7 +531,8 @@ def test_a_failed_docker_exec_is_never_a_binary_not_found():
         def get_bin_path(self, name, required=False, opt_dirs=None):
             return '/usr/bin/' + name
 
-        def run_command(self, argv, environ_update=None):
+        def run_command(self, argv, environ_update=None, expand_user_and_vars=True):
+            engine_tests.unbounded(argv)
             return self.answer
     path = '/usr/local/bin/vllm'
     assert _service.find_binary(Exec(0, ''), path, [], 'vllm-ascend') == path

@@ -108,17 +108,17 @@ def etcd(monkeypatch, capsys, tmp_path, **args):
      ["address='172.31.250.11:2380'", 'a port (:2380)', 'client_port and peer_port']),
     (dict(members=[{'name': 'node1', 'address': '172.31.250.11'}, {'name': 'node2', 'address': '10.0.0.2:2380'}]),
      ['node2', '10.0.0.2:2380', 'a port (:2380)']),
-    (dict(members=[{'name': 'node1', 'address': '172.31.250.11'}, {'name': 'node2', 'address': '10.0.0.2',
-                                                                    'peer_port': -5}]),
+    (dict(members=[{'name': 'node1', 'address': '172.31.250.11'},
+                   {'name': 'node2', 'address': '10.0.0.2', 'peer_port': -5}]),
      ['node2', 'peer_port -5', 'kvpool_etcd_peer_port']),
-    (dict(extra_args=['--auto-tls']), ["'--auto-tls' sets --auto-tls", 'client TLS']),
+    (dict(extra_args=['--auto-tls']), ['extra_args', '--auto-tls', 'client TLS']),
     (dict(extra_args=['-auto-tls=true']), ['--auto-tls', 'client TLS']),
     (dict(extra_args=['--trusted-ca-file=/etc/ca.pem']), ['--trusted-ca-file', 'client TLS']),
     (dict(extra_args=['--election-timeout=5000']), ['--election-timeout', 'module option']),
     (dict(env={'ETCD_AUTO_TLS': 'true'}), ['env', 'ETCD_AUTO_TLS', '--auto-tls', 'kvpool_etcd_environment']),
 ])
-def test_etcd_member_refuses_a_port_in_an_address_and_client_tls_in_any_form(monkeypatch, capsys, tmp_path, args,
-                                                                              names):
+def test_etcd_member_refuses_a_port_in_an_address_and_client_tls_in_any_form(
+        monkeypatch, capsys, tmp_path, args, names):
     res = etcd(monkeypatch, capsys, tmp_path, **args)
     assert res.get('failed'), res
     assert_names(res['msg'], *names)
@@ -162,8 +162,8 @@ def test_the_instance_plan_refuses_negative_ids_and_an_address_with_a_port():
 @pytest.mark.parametrize('option, value', [('mode', 420), ('mode', 644), ('directory_mode', 493), ('mode', True)])
 def test_mooncake_config_file_refuses_a_mode_that_yaml_made_a_number(capsys, tmp_path, option, value):
     path = tmp_path / 'etc' / 'mooncake.json'
-    res = run_module(capsys, mooncake_config_file.main, {'path': str(path), 'config': {'protocol': 'tcp'},
-                                                          option: value})
+    res = run_module(capsys, mooncake_config_file.main,
+                     {'path': str(path), 'config': {'protocol': 'tcp'}, option: value})
     assert res.get('failed'), res
     assert_names(res['msg'], option, repr(value), 'not an octal string', '"0644"')
     assert not path.exists() and not path.parent.exists()
@@ -171,8 +171,8 @@ def test_mooncake_config_file_refuses_a_mode_that_yaml_made_a_number(capsys, tmp
 
 def test_mooncake_config_file_still_takes_a_quoted_mode(capsys, tmp_path):
     path = tmp_path / 'mooncake.json'
-    res = run_module(capsys, mooncake_config_file.main, {'path': str(path), 'config': {'protocol': 'tcp'},
-                                                          'mode': '0600'})
+    res = run_module(capsys, mooncake_config_file.main,
+                     {'path': str(path), 'config': {'protocol': 'tcp'}, 'mode': '0600'})
     assert res['changed'] and (path.stat().st_mode & 0o7777) == 0o600, res
 
 

@@ -85,10 +85,11 @@ def test_host_values_with_keys_reads_only_those_keys_of_each_registered_result_r
 
 def test_write_json_report_expands_the_path_and_writes_sorted_json(tmp_path, monkeypatch):
     monkeypatch.setenv('HOME', str(tmp_path))
-    path = write_json_report('~/reports/r.json', {'b': 1, 'a': [1]})
+    path = write_json_report('~/reports/r.json', {'b': 1, 'a': [1]}, 'npu_network_report')
     assert path == str(tmp_path / 'reports' / 'r.json')
     with open(path) as handle:
-        assert handle.read() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'
+        assert handle.read() == ('{\n  "a": [\n    1\n  ],\n  "b": 1,\n'
+                                 '  "written_by": "ascend.kvpool.npu_network_report"\n}\n')
 
 
 HOSTVARS = {'node1': {'npu_network_node_result': {'npus': 8}}, 'node2': {'npu_network_node_result': {'npus': 8}}}

@@ -160,6 +160,18 @@ def test_a_failed_render_still_runs_the_removals_it_asked_for():
     assert res['failed'] and res['changed'] and node.calls[1][1] == ops[0] and 'container_ops' not in res
 
 
+def test_a_failed_removal_of_the_service_container_is_no_stop():
+    """Container mode's stop (issue 32 audit): docker_container state=absent that fails leaves the task failed naming
+    the container, with the state as the module read it (running), never "stopped"."""
+    ops = [{'name': UNIT, 'state': 'absent', 'stop_timeout': 60}]
+    node = Node([rendered(action='stopped', state='running', pid=77, container_definition=None, container_ops=ops)],
+                [{'failed': True, 'msg': 'Error response from daemon: cannot stop container: permission denied'}])
+    res = flow(node, state='stopped')
+    assert res['failed'] and not res.get('changed')
+    assert_names(res['msg'], 'community.docker.docker_container', 'remove container %s' % UNIT, 'permission denied')
+    assert res['state'] == 'running' and res['pid'] == 77 and len(node.calls) == 2
+
+
 # --- the action plugin itself, _execute_module faked --------------------------------------------------------------
 
 class Task(object):
@@ -224,6 +236,15 @@ def test_container_mode_of_the_master(monkeypatch):
 def test_docker_args_fill_only_the_secrets_the_module_names(names, task_args, env):
     args, values = sc.docker_args({'env': {'A': '1'}}, names, {'VLLM_API_KEY': 'api_key'}, task_args)
     assert args['env'] == env and values == ([KEY] if len(env) == 2 else [])
+
+
+def test_a_secret_named_variable_of_the_tasks_env_is_filled_from_there_and_masked():
+    """The module leaves HF_TOKEN of its env out of the container definition (secret_env names it); the action
+    fills it from the task's env, and its value is among those masked in docker_container's answer."""
+    task = {'api_key': KEY, 'env': {'HF_TOKEN': 'hf-token-value', 'A': '1'}}
+    args, values = sc.docker_args({'env': {'A': '1'}}, ['HF_TOKEN', 'VLLM_API_KEY'], {'VLLM_API_KEY': 'api_key'}, task)
+    assert args['env'] == {'A': '1', 'HF_TOKEN': 'hf-token-value', 'VLLM_API_KEY': KEY}
+    assert sorted(values) == sorted(['hf-token-value', KEY])
 
 
 def test_docker_containers_empty_diff_of_an_unchanged_container_is_not_shown():

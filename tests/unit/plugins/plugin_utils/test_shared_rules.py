@@ -122,3 +122,41 @@ def test_fabric_memory_ranks_register_no_local_buffer():
     assert memory_shortfall(264 * GIB, [4], 64 * GIB, GIB, 8 * GIB, 0) == ''
     text = memory_shortfall(264 * GIB, [4, 4], 64 * GIB, GIB, 8 * GIB, 4)
     assert 'on 4 rank(s) only' in text and 'ASCEND_ENABLE_USE_FABRIC_MEM=1' in text
+
+
+@pytest.mark.parametrize('kwargs, names', [
+    ({'address': '10.0.0.1:50051'}, ["mooncake_config_master_address='10.0.0.1:50051'", 'a port (:50051)',
+                                     'mooncake_config_master_port']),
+    ({'address': 'http://10.0.0.1'}, ["mooncake_config_master_address='http://10.0.0.1'", 'a scheme (http://)']),
+    ({'address': '10.0.0.1', 'port': -5}, ['mooncake_config_master_port=-5', 'is out of range 1-65535']),
+    ({'address': '10.0.0.1', 'port': '70000'}, ['mooncake_config_master_port=70000', 'is out of range 1-65535']),
+    ({'ha': True, 'etcd_endpoints': ['10.0.0.1:2379', '10.0.0.2']},
+     ["mooncake_config_etcd_endpoints[1]='10.0.0.2' is not host:port", 'for example 10.0.0.1:2379']),
+    ({'ha': True, 'etcd_endpoints': ['http://10.0.0.1:2379']}, ['mooncake_config_etcd_endpoints[0]', 'a scheme']),
+    ({'ha': True, 'etcd_endpoints': ['10.0.0.1:0']}, ['mooncake_config_etcd_endpoints[0]=0', 'out of range']),
+])
+def test_a_master_address_port_or_etcd_endpoint_that_is_not_one_is_refused_naming_the_variable(kwargs, names):
+    """Issue 32: 10.0.0.1:50051 gave [10.0.0.1:50051]:50051, http://10.0.0.1 and port -5 / 70000 passed, an etcd
+    endpoint without its port became etcd://10.0.0.1."""
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.ascend.kvpool.plugins.filter.kvpool import FilterModule
+    from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+    args = dict({'port': 50088}, **kwargs)
+    with pytest.raises(KvpoolError) as exc:
+        master_endpoint(['node1'], HOSTVARS, **args)
+    assert_names(str(exc.value), *names)
+    with pytest.raises(AnsibleFilterError, match='master_endpoint: '):
+        FilterModule().filters()['master_endpoint'](['node1'], HOSTVARS, **args)
+    got = master_endpoint([], {}, 50088, ha=True, etcd_endpoints=['etcd://10.0.0.1:2379', '[fd00::1]:2379'])
+    assert got == 'etcd://10.0.0.1:2379;[fd00::1]:2379'
+
+
+def test_the_inventorys_master_address_with_a_port_names_the_host_and_the_preflight_names_its_own_variables():
+    from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
+    with pytest.raises(KvpoolError) as exc:
+        master_endpoint(['m'], {'m': {'ansible_host': '10.0.0.9:22'}}, 50088)
+    assert_names(str(exc.value), 'master host m', 'mooncake_config_node_address', 'a port (:22)')
+    with pytest.raises(KvpoolError) as exc:
+        master_endpoint([], {}, 70000, 'x', address_var='preflight_master_address', port_var='preflight_master_port')
+    assert_names(str(exc.value), 'preflight_master_port=70000')
