@@ -27,13 +27,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import lazy
 
 _preflight = lazy.module('module_utils._preflight')
 _preflight_rules = lazy.module('plugin_utils.preflight')
 sizes = lazy.module('plugin_utils.sizes')
 ownership = lazy.module('plugin_utils.ownership')
+_errors = lazy.module('module_utils._errors')  # KvpoolError, read when an error is caught
 
 _RAISE = object()
 
@@ -66,7 +66,7 @@ def master_endpoint(*args, **kwargs):
     that is not one fails the template with the message naming its variable."""
     try:
         return _preflight_rules.master_endpoint(*args, **kwargs)
-    except KvpoolError as exc:
+    except _errors.KvpoolError as exc:
         raise AnsibleFilterError('master_endpoint: %s' % exc) from exc
 
 

@@ -49,16 +49,22 @@ class Manager(FakeManager):
         return []  # no other unit of the collection on this host
 
 
-@pytest.fixture
-def manager(monkeypatch, tmp_path):
+def manager_behind(monkeypatch, tmp_path, modules, binary_name):
+    """An in-memory Manager behind ``modules`` (their ``backend_for``), with an executable stand-in binary
+    ``binary_name`` in ``tmp_path`` (``mgr.tmp``)."""
     mgr = Manager()
-    for mod in (vllm_server, mooncake_master):
+    for mod in modules:
         monkeypatch.setattr(mod, 'backend_for', lambda module, container=None: mgr)
-    binary = tmp_path / 'mooncake_master'
+    binary = tmp_path / binary_name
     binary.write_text('#!/bin/sh\n')
     binary.chmod(0o755)
     mgr.tmp = tmp_path
     return mgr
+
+
+@pytest.fixture
+def manager(monkeypatch, tmp_path):
+    return manager_behind(monkeypatch, tmp_path, (vllm_server, mooncake_master), 'mooncake_master')
 
 
 def run(module, capsys, check=False, diff=False, **params):

@@ -76,13 +76,7 @@ def worker(render=200, tokenize=200):
 
 @pytest.fixture
 def manager(monkeypatch, tmp_path):
-    mgr = svc.Manager()
-    monkeypatch.setattr(vllm_router, 'backend_for', lambda module, container=None: mgr)
-    binary = tmp_path / 'vllm-router'
-    binary.write_text('#!/bin/sh\n')
-    binary.chmod(0o755)
-    mgr.tmp = tmp_path
-    return mgr
+    return svc.manager_behind(monkeypatch, tmp_path, (vllm_router,), 'vllm-router')
 
 
 @pytest.fixture

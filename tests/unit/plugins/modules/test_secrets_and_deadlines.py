@@ -192,13 +192,7 @@ def test_the_value_of_a_secret_named_flag_of_extra_args_is_in_no_result(module, 
 # --- vllm_router / vllm_router_check ------------------------------------------------------------------------------
 @pytest.fixture
 def manager(monkeypatch, tmp_path):
-    mgr = svc.Manager()
-    monkeypatch.setattr(vllm_router, 'backend_for', lambda module, container=None: mgr)
-    binary = tmp_path / 'vllm-router'
-    binary.write_text('#!/bin/sh\n')
-    binary.chmod(0o755)
-    mgr.tmp = tmp_path
-    return mgr
+    return svc.manager_behind(monkeypatch, tmp_path, (vllm_router,), 'vllm-router')
 
 
 @pytest.fixture

@@ -60,13 +60,7 @@ def test_an_address_alone_passes(address):
 # --- vllm_router ----------------------------------------------------------------------------------------------------
 @pytest.fixture
 def router_manager(monkeypatch, tmp_path):
-    mgr = svc.Manager()
-    monkeypatch.setattr(vllm_router, 'backend_for', lambda module, container=None: mgr)
-    binary = tmp_path / 'vllm-router'
-    binary.write_text('#!/bin/sh\n')
-    binary.chmod(0o755)
-    mgr.tmp = tmp_path
-    return mgr
+    return svc.manager_behind(monkeypatch, tmp_path, (vllm_router,), 'vllm-router')
 
 
 @pytest.mark.parametrize('check', [False, True])
