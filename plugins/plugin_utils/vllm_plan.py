@@ -654,6 +654,9 @@ def plan_instances(instances, settings, host='this host'):
     if settings.get('host_ip') and not role_stopped:  # VLLM_HOST_IP: an address, never host:port
         _rule(errors, host, _validate.host_address, settings.get('host_ip'), 'vllm_instance_host_ip', None,
               '172.31.250.11')
+    if settings.get('data_address') and not role_stopped:  # the node's data-plane address becomes VLLM_HOST_IP too
+        _rule(errors, host, _validate.host_address, settings.get('data_address'), 'mooncake_config_node_address',
+              None, '172.31.250.11')
     host_ip, data_error = data_plane_address(settings.get('host_ip'), settings.get('data_address'), node_address,
                                              host)
     if data_error and not role_stopped:

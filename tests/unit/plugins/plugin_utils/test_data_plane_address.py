@@ -49,6 +49,18 @@ def test_vllm_instance_host_ip_elsewhere_is_refused_naming_both_and_the_fix():
     assert plan(host_ip='192.168.7.1', data_address='90.90.100.188', state='stopped')['errors'] == []
 
 
+@pytest.mark.parametrize('address, carries', [
+    ('192.168.7.1:22', 'a port (:22)'), ('http://192.168.7.1', 'a scheme (http://)')])
+def test_a_data_plane_address_with_a_port_or_a_scheme_is_refused_naming_the_variable_and_the_fix(address, carries):
+    # mooncake_config_node_address becomes VLLM_HOST_IP, which vLLM takes as the segment's host: one address only,
+    # the rule of vllm_instance_host_ip and of the master's address (issue 32).
+    p = plan(data_address=address)
+    assert len(p['errors']) == 1, p['errors']
+    assert_names(p['errors'][0], 'node1', 'mooncake_config_node_address=%r' % address, 'is not one address',
+                 carries, 'give the address alone (for example 172.31.250.11)')
+    assert plan(data_address=address, state='stopped')['errors'] == []  # a stop never fails on it
+
+
 def test_a_caller_without_data_address_keeps_host_ip_or_the_node_address():
     assert plan(host_ip='192.168.7.1', data_address='')['instances'][0]['env']['VLLM_HOST_IP'] == '192.168.7.1'
     assert plan(data_address='')['instances'][0]['env']['VLLM_HOST_IP'] == '90.90.100.188'
