@@ -1,9 +1,11 @@
 """The Mooncake KV pool on the SIMULATED two-node cluster: what an operator checks, and how each failure shows.
 
 Runs after converge (master on node1, mooncake.json on both nodes, a probe object put on node1 and read on
-node2, Mooncake installed from a wheel into /opt/kvpool-mooncake). Each failure test runs the scenario's own
-playbook (molecule/mooncake/converge.yml) the way an operator would, with the one setting changed on the command
-line, and then heals the pool with a plain run so the next test starts from a healthy cluster.
+node2, Mooncake installed from a wheel into /opt/kvpool-mooncake). The pool lives on a second network: each node's
+mooncake_config_node_address (host_vars/node*.yml) is its SIMULATED data-plane address 172.31.251.<10+k> (mockctl
+data-network up, converge.yml), not its ansible_host 172.31.250.<10+k> (issue 39). Each failure test runs the
+scenario's own playbook (molecule/mooncake/converge.yml) the way an operator would, with the one setting changed on
+the command line, and then heals the pool with a plain run so the next test starts from a healthy cluster.
 """
 
 import json
@@ -19,7 +21,10 @@ import kvpool_testlib as lib  # noqa: E402
 
 CONVERGE = 'molecule/mooncake/converge.yml'
 NODES = {'node1': 'kvpool-node1', 'node2': 'kvpool-node2'}
-MASTER = '172.31.250.11:50088'
+# Where the pool lives (host_vars/node*.yml: SIMULATED data plane) and where Ansible reaches the nodes (ansible_host).
+DATA = {'node1': '172.31.251.11', 'node2': '172.31.251.12'}
+MANAGEMENT = {'node1': '172.31.250.11', 'node2': '172.31.250.12'}
+MASTER = '172.31.251.11:50088'                  # node1's data-plane address
 
 
 def sh(node, script):
@@ -77,9 +82,9 @@ def test_master_is_healthy_on_node1_only():
     assert '--rpc_port=' not in master_cmdline() and '--metrics_host' not in master_cmdline()
     rc, out = sh('node1', 'curl -s http://172.31.250.11:9003/metrics')
     assert rc == 0 and 'master_' in out                      # Prometheus metrics of the real master
-    # The RPC server listens on the node's own address only; the metrics server of 0.3.11.post1 on every address
-    # (the release has no --metrics_host), which the run warns about.
-    assert '--rpc_address=172.31.250.11' in master_cmdline()
+    # The RPC server listens on the node's data-plane address only; the metrics server of 0.3.11.post1 on every
+    # address (the release has no --metrics_host), which the run warns about.
+    assert '--rpc_address=172.31.251.11' in master_cmdline(), master_cmdline()
     rc, out = sh('node1', 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:9003/health')
     assert out.strip() == '200'
     run = converge(check=True)
@@ -111,7 +116,7 @@ def test_mooncake_json_on_every_node(node):
         'metadata_server': 'P2PHANDSHAKE',
         'protocol': 'tcp',
         'device_name': '',
-        'master_server_address': MASTER,          # derived from the inventory: node1's ansible_host
+        'master_server_address': MASTER,          # node1's mooncake_config_node_address, not its ansible_host
         'global_segment_size': 1073741824,        # "1GB" rendered as bytes
         'local_buffer_size': 1073741824,
     }                                             # no local_hostname: no release reads it (VLLM_HOST_IP is the address)
@@ -135,6 +140,57 @@ def test_probe_reads_node1s_object_on_node2_and_changes_nothing():
     assert out.strip() == '', out
     assert sh('node1', 'cat /etc/ascend-kvpool/mooncake.json.proven')[0] == 0
     assert reader.strip() == '', reader                         # the reader's client is gone too
+
+
+def mounted_segments(since):
+    """The segments the real master mounted since ``since`` (node1's epoch seconds), from its own log line
+    ``action=mount_segment, segment_name=<address>:<port>`` (Mooncake 0.3.11.post1, master_service.cpp)."""
+    rc, out = sh('node1', 'journalctl -u %s --since @%d --no-pager -o cat' % (UNIT, since))
+    assert rc == 0, out
+    return re.findall(r'action=mount_segment,\s*segment_name=([^\s,]+)', out)
+
+
+def test_the_pool_registers_at_the_data_plane_addresses_not_at_ansible_host():
+    """Issue 39, end to end: a node whose data-plane address (mooncake_config_node_address) differs from its
+    ansible_host registers its segment there. Each node writes the probe's object in turn (the writer's segment
+    holds it) and the other reads it across the data-plane network; the master's log names every segment it
+    mounted, and none is on a management address."""
+    for node in NODES:  # the SIMULATED mock: both addresses on the node (mockctl data-network up)
+        rc, out = sh(node, 'ip -o -4 addr show')
+        assert rc == 0 and DATA[node] + '/' in out and MANAGEMENT[node] + '/' in out, (
+            '%s should have its data-plane address %s (mockctl data-network up, run by converge.yml) beside its '
+            'management address %s; it has:\n%s' % (node, DATA[node], MANAGEMENT[node], out))
+        rc, out = sh(node, 'cat /etc/ascend-kvpool/mooncake.json')
+        assert json.loads(out)['master_server_address'] == MASTER, (
+            '%s: mooncake.json points the master at %s, expected node1\'s data-plane address %s'
+            % (node, json.loads(out).get('master_server_address'), MASTER))
+    rc, out = sh('node1', 'ss -Hltn')
+    local = [line.split()[3] for line in out.splitlines() if len(line.split()) > 3]
+    listening = [address for address in local if address.endswith(':50088')]
+    assert listening == [MASTER], (
+        'the master should listen for RPC on node1\'s data-plane address %s only; it listens on %s'
+        % (MASTER, ', '.join(listening) or 'nothing'))
+    rc, out = sh('node1', 'date +%s')
+    since = int(out.strip()) - 1
+    try:
+        for writer, reader in (('node1', 'node2'), ('node2', 'node1')):
+            run = converge(mooncake_config_probe_writer=writer)
+            assert run.rc == 0, run.stdout[-4000:]
+            assert re.search(r'%s -> %s: 1048576 bytes in [0-9.]+ ms \([0-9.]+ MB/s\), sha256 match'
+                             % (writer, reader), run.stdout), run.stdout[-4000:]
+    finally:  # the probe's record on node2 (it wrote once); node1's is rewritten by the plain runs
+        sh('node2', 'rm -f /etc/ascend-kvpool/mooncake.json.proven')
+    segments = mounted_segments(since)
+    hosts = sorted(set(s.rpartition(':')[0] for s in segments))
+    where = 'the master mounted %s since the probes (its journal, action=mount_segment)' % (
+        ', '.join(segments) or 'no segment')
+    for node in NODES:
+        assert DATA[node] in hosts, '%s wrote the probe\'s object but its segment is not at its data-plane ' \
+            'address %s: %s' % (node, DATA[node], where)
+        assert MANAGEMENT[node] not in hosts, '%s registered a segment at its management address %s ' \
+            '(ansible_host), not at its data-plane address %s: %s' % (node, MANAGEMENT[node], DATA[node], where)
+    assert set(hosts) <= set(DATA.values()), 'a segment outside the data-plane addresses %s: %s' % (
+        ', '.join(sorted(DATA.values())), where)
 
 
 def test_wheel_install_imports_from_its_virtualenv():
@@ -209,7 +265,7 @@ def test_size_that_is_not_whole_gib_is_rejected():
 def test_unreachable_master_fails_the_probe_naming_node_and_address():
     run = converge(mooncake_config_master_port=50099)
     assert run.rc != 0
-    lib.assert_names(run.stdout, 'node1: cannot reach', 'Mooncake master', '172.31.250.11:50099')
+    lib.assert_names(run.stdout, 'node1: cannot reach', 'Mooncake master', '172.31.251.11:50099')
     heal = converge()
     assert heal.rc == 0 and 'sha256 match' in heal.stdout
 
