@@ -295,12 +295,10 @@ def _etcdctl_stub(tmp_path, status_out):
     return str(path)
 
 
-@pytest.mark.parametrize('check', [True, False])
-def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_cluster(monkeypatch, capsys, tmp_path,
-                                                                                     check):
-    """etcdctl says "context deadline exceeded" for members that run without a quorum too: node2 accepts TCP on its
-    client port (a loopback listener) and answers endpoint status with no leader (it ran a cluster), so it is a
-    failed read naming node2's endpoint, never join.action=new."""
+@pytest.fixture
+def etcd_peer(monkeypatch, tmp_path):
+    """etcd_member on a stub systemctl with no unit installed, and node2's client port: a loopback listener that
+    accepts TCP (the peer's etcd runs). Yields (systemctl stub, units dir, the listener, its port)."""
     systemctl = Tool(tmp_path, 'systemctl')
     systemctl.answer('show', engine_tests.SHOW_MISSING)
     units = tmp_path / 'units'
@@ -316,7 +314,17 @@ def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_clu
     peer = socket.socket()
     peer.bind(('127.0.0.2', 0))
     peer.listen(8)
-    port = peer.getsockname()[1]
+    yield systemctl, units, peer, peer.getsockname()[1]
+    peer.close()
+
+
+@pytest.mark.parametrize('check', [True, False])
+def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_cluster(etcd_peer, capsys, tmp_path,
+                                                                                     check):
+    """etcdctl says "context deadline exceeded" for members that run without a quorum too: node2 accepts TCP on its
+    client port (a loopback listener) and answers endpoint status with no leader (it ran a cluster), so it is a
+    failed read naming node2's endpoint, never join.action=new."""
+    systemctl, units, peer, port = etcd_peer
     etcdctl = _etcdctl_stub(tmp_path, NO_LEADER % port)
     params = dict(name='node1', address='127.0.0.1', etcdctl=etcdctl, binary=sys.executable,
                   data_dir=str(tmp_path / 'etcd'), ready_timeout=1, poll_interval=0.05, _ansible_check_mode=check,
@@ -338,26 +346,11 @@ def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_clu
     assert res['join']['action'] == 'new' and 'no other member answers' in res['join']['reason'], res
 
 
-def test_etcd_members_starting_in_the_same_first_deploy_are_no_live_cluster(monkeypatch, capsys, tmp_path):
+def test_etcd_members_starting_in_the_same_first_deploy_are_no_live_cluster(etcd_peer, capsys, tmp_path):
     """A first deploy runs the members in parallel: node2's etcd already listens (accepts TCP) but, waiting for its
     peers, answers no request (etcd serves clients only once ready), so endpoint status times out too. That is the
     same bootstrap, never "a cluster without quorum": node1 starts with the static bootstrap (join new)."""
-    systemctl = Tool(tmp_path, 'systemctl')
-    systemctl.answer('show', engine_tests.SHOW_MISSING)
-    units = tmp_path / 'units'
-    units.mkdir()
-    monkeypatch.setattr(_service, 'UNIT_DIR', str(units))
-    monkeypatch.setattr(etcd_member, 'UNIT_DIR', str(units))
-
-    def backend_for(module, container=None):
-        be = _service.SystemdBackend(module)
-        be.systemctl = be.journalctl = systemctl.path
-        return be
-    monkeypatch.setattr(etcd_member, 'backend_for', backend_for)
-    peer = socket.socket()
-    peer.bind(('127.0.0.2', 0))
-    peer.listen(8)
-    port = peer.getsockname()[1]
+    dummy_systemctl, dummy_units, peer, port = etcd_peer
     try:
         run(etcd_member, name='node1', address='127.0.0.1', etcdctl=_etcdctl_stub(tmp_path, ''),
             binary=sys.executable, data_dir=str(tmp_path / 'etcd'), ready_timeout=1, poll_interval=0.05,
