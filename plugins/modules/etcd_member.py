@@ -107,7 +107,8 @@ options:
         C(existing). Listed as a started member - the task fails naming C(etcdctl member remove <ID>), as its data was
         lost and the cluster refuses it until then.
       - Only an C(etcdctl member list) that says it reached no endpoint (C(context deadline exceeded), C(connection
-        refused)) counts as none answering, and only while no member accepts a TCP connection on its client port -
+        refused)) counts as none answering, and only while no member accepts a TCP connection on its client port,
+        or those that do answer no C(etcdctl endpoint status) either (members in the same first bootstrap) -
         etcd members that run without a quorum (a member list needs a leader) make etcdctl say the same, and then the
         task fails naming the members that accept connections and the fix (restore the quorum), never bootstrapping
         a new cluster beside the live one. Any other failure, and an answer that is not a member list (even with
@@ -575,6 +576,11 @@ def _require_no_member_up(p, endpoints, command, said):
     member list is linearizable: it needs a leader); then a member that accepts connections is a ServiceError naming
     it, never "no other member answers", which would bootstrap a new cluster beside the live one."""
     up = [e for e in endpoints if try_connect(e, MEMBER_CONNECT_TIMEOUT)['ok']]
+    if up and not _served_a_cluster(p, up):
+        # They accept connections but answer no request: etcd serves clients only once its member is ready (it has
+        # reached a leader), so these members are starting in the same bootstrap as this one (a first deploy, the
+        # members started in parallel) and wait for it: the static bootstrap with the group stays right.
+        return
     if up:
         raise ServiceError('etcd member %s: `%s` got no answer (%s), but %s accept%s TCP connections: the members run '
                            'and do not answer, most likely for want of a quorum (a member list needs a leader), so '
@@ -584,6 +590,17 @@ def _require_no_member_up(p, endpoints, command, said):
                            'endpoint status` shows the leader), then run again; do not set initial_cluster_state=new'
                            % (p['name'], command, said.splitlines()[-1][:200] if said else 'no output',
                               ', '.join(up), 's' if len(up) == 1 else '', ','.join(endpoints)))
+
+
+def _served_a_cluster(p, up):
+    """Whether a member at ``up`` answers ``etcdctl endpoint status`` (served locally, without a leader): etcd answers
+    clients only after its member was ready once, in a cluster with a leader, so an answer means a cluster that ran
+    and lost its quorum; members still in their first bootstrap accept connections and answer nothing."""
+    dummy, out, dummy_err = _etcdctl(None, p, up, 'endpoint', 'status')
+    try:
+        return bool(_etcd.parse_endpoint_status(out)) if (out or '').strip() else False
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 
 def _check_own_peer_url(module, p, endpoints, own_peer, result):

@@ -276,13 +276,30 @@ DEADLINE = ('{"level":"warn","ts":"2026-12-05T19:00:00Z","caller":"clientv3/retr
             'code = DeadlineExceeded desc = context deadline exceeded"}\nError: context deadline exceeded\n')
 
 
-@pytest.mark.parametrize('check', [True, False])
-def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_cluster(monkeypatch, capsys, tmp_path,
-                                                                                     check):
-    """etcdctl says "context deadline exceeded" for members that run without a quorum too: node2 accepts TCP on its
-    client port (a loopback listener), so it is a failed read naming node2's endpoint, never join.action=new."""
-    etcdctl, systemctl = Tool(tmp_path, 'etcdctl'), Tool(tmp_path, 'systemctl')
-    etcdctl.answer('any', rc=1, err=DEADLINE)
+# etcdctl endpoint status of a member that ran a cluster and lost its quorum: served locally, leader 0 (SIMULATED,
+# the layout of etcdctl 3.5's -w json).
+NO_LEADER = ('[{"Endpoint":"127.0.0.2:%d","Status":{"header":{"cluster_id":14841639068965178418,"member_id":'
+             '10276657743932975437,"revision":9,"raft_term":3},"version":"3.5.17","dbSize":20480,"leader":0,'
+             '"raftIndex":42,"raftTerm":3,"raftAppliedIndex":42,"errors":["etcdserver: no leader"],'
+             '"dbSizeInUse":20480}}]')
+
+
+def _etcdctl_stub(tmp_path, status_out):
+    """etcdctl whose member list says "context deadline exceeded"; endpoint status prints ``status_out`` (empty:
+    the same deadline, as a member still in its first bootstrap answers no request)."""
+    path = tmp_path / 'etcdctl'
+    status = ('echo \'%s\'' % status_out) if status_out else 'echo "Error: context deadline exceeded" >&2; exit 1'
+    path.write_text('#!/bin/sh\ncase "$*" in\n  *"endpoint status"*) %s ;;\n  *) printf %%s \'%s\' >&2; exit 1 ;;\n'
+                    'esac\n' % (status, DEADLINE.replace("'", '')))
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def etcd_peer(monkeypatch, tmp_path):
+    """etcd_member on a stub systemctl with no unit installed, and node2's client port: a loopback listener that
+    accepts TCP (the peer's etcd runs). Yields (systemctl stub, units dir, the listener, its port)."""
+    systemctl = Tool(tmp_path, 'systemctl')
     systemctl.answer('show', engine_tests.SHOW_MISSING)
     units = tmp_path / 'units'
     units.mkdir()
@@ -297,8 +314,19 @@ def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_clu
     peer = socket.socket()
     peer.bind(('127.0.0.2', 0))
     peer.listen(8)
-    port = peer.getsockname()[1]
-    params = dict(name='node1', address='127.0.0.1', etcdctl=etcdctl.path, binary=sys.executable,
+    yield systemctl, units, peer, peer.getsockname()[1]
+    peer.close()
+
+
+@pytest.mark.parametrize('check', [True, False])
+def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_cluster(etcd_peer, capsys, tmp_path,
+                                                                                     check):
+    """etcdctl says "context deadline exceeded" for members that run without a quorum too: node2 accepts TCP on its
+    client port (a loopback listener) and answers endpoint status with no leader (it ran a cluster), so it is a
+    failed read naming node2's endpoint, never join.action=new."""
+    systemctl, units, peer, port = etcd_peer
+    etcdctl = _etcdctl_stub(tmp_path, NO_LEADER % port)
+    params = dict(name='node1', address='127.0.0.1', etcdctl=etcdctl, binary=sys.executable,
                   data_dir=str(tmp_path / 'etcd'), ready_timeout=1, poll_interval=0.05, _ansible_check_mode=check,
                   members=[dict(name='node1', address='127.0.0.1'),
                            dict(name='node2', address='127.0.0.2', client_port=port)])
@@ -316,3 +344,20 @@ def test_etcd_deadline_exceeded_while_a_member_accepts_connections_is_no_new_clu
     run(etcd_member, **params)  # the member stopped: nothing accepts connections, a first deploy
     res = json.loads(capsys.readouterr().out)
     assert res['join']['action'] == 'new' and 'no other member answers' in res['join']['reason'], res
+
+
+def test_etcd_members_starting_in_the_same_first_deploy_are_no_live_cluster(etcd_peer, capsys, tmp_path):
+    """A first deploy runs the members in parallel: node2's etcd already listens (accepts TCP) but, waiting for its
+    peers, answers no request (etcd serves clients only once ready), so endpoint status times out too. That is the
+    same bootstrap, never "a cluster without quorum": node1 starts with the static bootstrap (join new)."""
+    dummy_systemctl, dummy_units, peer, port = etcd_peer
+    try:
+        run(etcd_member, name='node1', address='127.0.0.1', etcdctl=_etcdctl_stub(tmp_path, ''),
+            binary=sys.executable, data_dir=str(tmp_path / 'etcd'), ready_timeout=1, poll_interval=0.05,
+            _ansible_check_mode=True, members=[dict(name='node1', address='127.0.0.1'),
+                                               dict(name='node2', address='127.0.0.2', client_port=port)])
+        res = json.loads(capsys.readouterr().out)
+    finally:
+        peer.close()
+    assert not res.get('failed'), res
+    assert res['join']['action'] == 'new', res

@@ -80,8 +80,8 @@ class MooncakeDistributedStore(object):
                 data = fh.read()
         except (IOError, OSError):
             return b""
-        if os.environ.get("FAKE_CORRUPT"):
-            data = b"x" + data[1:]
+        if os.environ.get("FAKE_CORRUPT"):  # every bit of the first byte flipped: never the same byte again
+            data = bytes([data[0] ^ 0xFF]) + data[1:] if data else b"x"
         return data
 
     def remove(self, key):
