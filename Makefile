@@ -82,7 +82,7 @@ verify: sim-up
 demo: sim-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
 	$(BIN)/ansible-playbook benchmark.yml -i inventories/sim
-	@echo "demo: reports in reports/: npu_network.json, vllm_instances.json,"
+	@echo "demo: reports in inventories/sim/reports/ (beside the inventory): npu_network.json, vllm_instances.json,"
 	@echo "      kvpool_benchmark.md (table), kvpool_benchmark.json, kvpool_benchmark.png (chart)"
 
 lint: venv
@@ -235,4 +235,4 @@ bench: sim-up
 	$(PY) tools/bench_site.py
 
 clean: sim-down
-	rm -rf .tmp reports
+	rm -rf .tmp reports inventories/*/reports

@@ -21,7 +21,8 @@ from ansible_collections.ascend.kvpool.plugins.module_utils import _validate
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.plugin_utils import bench_report
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import (
-    ControllerReportAction, check_ours, json_text, markdown_header, owned_json, png_metadata, write_atomic,
+    ControllerReportAction, check_ours, json_text, markdown_header, owned_json, png_metadata, report_line,
+    write_atomic,
 )
 
 # What sets the report's paths, named when a file there is not the collection's.
@@ -45,7 +46,8 @@ class ActionModule(ControllerReportAction):
         report = bench_report.build_report(args['results'], args['settings'], args['instances'], args['label'],
                                            test_equipment=args['test_equipment'])
         result.update(changed=False, report=report, summary=report['summary'], ok=report['ok'], files={})
-        report_dir = args['report_dir']
+        # absolute, so the files listed and the check-mode line say where (a relative default is the current directory)
+        report_dir = os.path.abspath(os.path.expanduser(args['report_dir']))
         try:
             _validate.path_component(args['basename'], 'basename')
         except KvpoolError as exc:
@@ -54,14 +56,15 @@ class ActionModule(ControllerReportAction):
         files = {'json': base + '.json', 'markdown': base + '.md'}
         # No file is written unless every one already there is the collection's (the chart's too: checked
         # before matplotlib writes it), so a hand-written summary.md never goes, nor half of a report. Check mode
-        # without traffic says the same: the real run would fail there.
+        # says the same: the real run would fail there.
         for kind, path in (('json', files['json']), ('markdown', files['markdown']), ('png', base + '.png')):
             if kind != 'png' or args['chart']:
                 check_ours(path, kind, PATH_VARIABLES, self.NAME)
-        if self._task.check_mode and not any(
-                isinstance(r, dict) and r.get('summary') is not None and not r.get('check_mode')
-                for r in args['results'].values()):
-            result['msg'] = 'check mode: no step sent traffic, no report written'
+        if self.check_mode:
+            # --check writes no report (a step that sent traffic all the same, check_mode: false, included)
+            where = report_line(base + '.{json,md%s}'
+                                % (',png' if args['chart'] else ''), True)
+            result.update(msg=where, written=False, report_line=where, summary=report['summary'] + [where])
             return result
         try:
             if not os.path.isdir(report_dir):
@@ -84,5 +87,7 @@ class ActionModule(ControllerReportAction):
                                     'kvpool_benchmark_report_dir): name a writable directory'
                                     % (report_dir, getattr(exc, 'strerror', None) or exc)) from exc
         result['files'] = files
-        result['summary'] = report['summary'] + ['report: %s' % ', '.join(files[k] for k in sorted(files))]
+        result['written'] = True
+        result['report_line'] = report_line(', '.join(files[k] for k in sorted(files)), False)
+        result['summary'] = report['summary'] + [result['report_line']]
         return result

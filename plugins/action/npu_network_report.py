@@ -15,6 +15,7 @@ from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import n
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import npu_network_report, ping_coverage
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.npu_network import ping_plan
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import report_line
 
 
 FACTS_KEYS = ('failed', 'msg', 'device_ids', 'failed_checks', 'tls', 'ips')
@@ -30,6 +31,7 @@ class ActionModule(ControllerReportAction):
         all_hosts=dict(type='list', elements='str'),
         label=dict(type='str', default=''),
         path=dict(type='path'),
+        write_in_check_mode=dict(type='bool', default=False),
         ping_strategy=dict(type='str'),
         ping_sample_k=dict(type='int', default=2),
         ping_seed=dict(type='int', default=0),
@@ -72,10 +74,12 @@ class ActionModule(ControllerReportAction):
                       findings=report['findings'], coverage=report['coverage'])
         if args['path']:
             result['path'] = self.write_report(args['path'], report, 'npu_network_report_path')
+            result['written'] = not self.check_mode
+            result['report_line'] = report_line(result['path'], self.check_mode)
         if not report['ok']:
             # Judged here rather than by tasks after it: each task costs a play about 70 ms on every run.
             if args['fail_on_error']:
-                where = ['report: ' + result['path']] if 'path' in result else []
+                where = [result['report_line']] if 'path' in result else []
                 result.update(failed=True, msg='\n'.join(report['summary'] + where))
             else:
                 result.setdefault('warnings', []).append(

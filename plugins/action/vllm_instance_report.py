@@ -12,6 +12,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import ControllerReportAction, host_values
+from ansible_collections.ascend.kvpool.plugins.plugin_utils.report_files import report_line
 from ansible_collections.ascend.kvpool.plugins.plugin_utils.vllm_plan import vllm_instance_summary
 
 
@@ -22,6 +23,7 @@ class ActionModule(ControllerReportAction):
         all_hosts=dict(type='list', elements='str'),
         label=dict(type='str', default=''),
         path=dict(type='path'),
+        write_in_check_mode=dict(type='bool', default=False),
     )
 
     def report(self, result, args, task_vars):
@@ -48,4 +50,6 @@ class ActionModule(ControllerReportAction):
         result.update(changed=False)
         if args['path']:
             result['path'] = self.write_report(args['path'], dict(report, status=status), 'vllm_instance_report_path')
+            result['written'] = not self.check_mode
+            result['report_line'] = report_line(result['path'], self.check_mode)
         return result

@@ -16,7 +16,10 @@ class ModuleDocFragment(object):
 attributes:
   check_mode:
     support: full
-    description: Reads host variables only; the JSON report is an output of the run and is written in check mode too.
+    description:
+      - Reads host variables only. In check mode (C(--check), also on a task with C(check_mode=false)) no report is
+        written (unless O(write_in_check_mode)); the result says where a run writes it (C(path), C(written),
+        C(report_line)).
   diff_mode:
     support: none
     description: Nothing on a node changes.
@@ -36,6 +39,12 @@ options:
         layout); any other file (hand-written, a link, a FIFO) fails the task naming it, in check mode too, and stays
         as it was.
     type: path
+  write_in_check_mode:
+    description:
+      - Write the report in check mode too (then it holds what the check saw or predicts). By default check mode
+        writes no report and the result says where a run writes it.
+    type: bool
+    default: false
   all_hosts:
     description:
       - Every host the play started with, in report order; default C(ansible_play_hosts_all).

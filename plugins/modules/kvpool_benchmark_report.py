@@ -37,7 +37,9 @@ author:
 attributes:
   check_mode:
     support: full
-    description: In check mode the report is built from the steps that really ran; when none did, nothing is written.
+    description:
+      - In check mode (C(--check), also on a task with C(check_mode=false)) the report is built and summarised but
+        no file is written; the last summary line says where a run writes them.
   diff_mode:
     support: none
     description: The report is an output of the run, not managed state.
@@ -102,7 +104,7 @@ EXAMPLES = r"""
       flush: "{{ flush }}"
       step2: "{{ step2 }}"
       step3: "{{ step3 }}"
-    report_dir: "{{ playbook_dir }}/reports"
+    report_dir: "{{ inventory_dir }}/reports"
     label: lab cluster A
   register: bench_report
 
@@ -127,7 +129,16 @@ ok:
   returned: always
   type: bool
 files:
-  description: Paths of the files written (C(json), C(markdown), C(chart)); empty in check mode without traffic.
+  description: Paths of the files written (C(json), C(markdown), C(chart)); empty in check mode.
   returned: always
   type: dict
+written:
+  description: Whether the files were written (false in check mode).
+  returned: always
+  type: bool
+report_line:
+  description: "The line that says where the report is: C(report: <files>); in check mode a line that starts with
+    C(check mode: no report written) and names what a run writes."
+  returned: always
+  type: str
 """

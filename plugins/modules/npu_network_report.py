@@ -86,7 +86,7 @@ seealso:
 EXAMPLES = r"""
 - name: Merge the findings of the play
   ascend.kvpool.npu_network_report:
-    path: "{{ playbook_dir }}/reports/npu_network.json"
+    path: "{{ inventory_dir }}/reports/npu_network.json"
   run_once: true
   register: report
 """
@@ -144,7 +144,16 @@ coverage:
   returned: always
   type: dict
 path:
-  description: Where the JSON report was written.
+  description: Where the JSON report was written (absolute), or in check mode where a run writes it.
+  returned: when O(path) is given
+  type: str
+written:
+  description: Whether the report was written (false in check mode).
+  returned: when O(path) is given
+  type: bool
+report_line:
+  description: "The line that says where the report is: C(report: <path>); in check mode a line that starts with
+    C(check mode: no report written) and names what a run writes."
   returned: when O(path) is given
   type: str
 """

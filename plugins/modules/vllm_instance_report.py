@@ -36,7 +36,7 @@ seealso:
 EXAMPLES = r"""
 - name: Summarise the instances of the play
   ascend.kvpool.vllm_instance_report:
-    path: "{{ playbook_dir }}/reports/vllm_instances.json"
+    path: "{{ inventory_dir }}/reports/vllm_instances.json"
   run_once: true
   register: report
 
@@ -78,7 +78,16 @@ missing_hosts:
   type: list
   elements: str
 path:
-  description: Where the JSON report was written.
+  description: Where the JSON report was written (absolute), or in check mode where a run writes it.
+  returned: when O(path) is given
+  type: str
+written:
+  description: Whether the report was written (false in check mode).
+  returned: when O(path) is given
+  type: bool
+report_line:
+  description: "The line that says where the report is: C(report: <path>); in check mode a line that starts with
+    C(check mode: no report written) and names what a run writes."
   returned: when O(path) is given
   type: str
 """

@@ -221,6 +221,19 @@ def write_json_report(path, report, action='report', variable='the report path')
     return path
 
 
+def report_check_mode(task_check_mode, task_vars):
+    """True when the run is in check mode (``--check``, or the task's own ``check_mode: true``): then no report is
+    written. ``ansible_check_mode`` is the run's, also on a task that sets ``check_mode: false``."""
+    return bool(task_check_mode or task_vars.get('ansible_check_mode'))
+
+
+def report_line(path, check_mode):
+    """The line that says where the report is: written, or in check mode where a run writes it."""
+    if check_mode:
+        return 'check mode: no report written (a run writes %s)' % path
+    return 'report: %s' % path
+
+
 class ControllerReportAction(ActionBase):
     """Base of the report actions: they run in the controller's own process, need no connection and copy no file.
 
@@ -237,6 +250,11 @@ class ControllerReportAction(ActionBase):
         result = super(ControllerReportAction, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
+        # --check writes no report, even on a task with check_mode: false (the network check's reads are real in
+        # check mode, its report task too): ansible_check_mode is the run's --check. Option write_in_check_mode
+        # (where an action has it) writes it all the same: the check's own report.
+        self.check_mode = report_check_mode(self._task.check_mode, task_vars or {}) and not args.get(
+            'write_in_check_mode')
         try:
             return self.report(result, args, task_vars or {})
         except AnsibleError:
@@ -252,7 +270,13 @@ class ControllerReportAction(ActionBase):
 
     def write_report(self, path, report, variable):
         """:func:`write_json_report`, failing the task with a message that names ``variable`` (the role variable
-        that sets ``path``) when the file cannot be written or is not the collection's."""
+        that sets ``path``) when the file cannot be written or is not the collection's. In check mode nothing is
+        written: the path a run would write is returned after the same :func:`check_ours` (a file that is not the
+        collection's fails check mode as it would fail the run)."""
+        if self.check_mode:
+            path = os.path.abspath(os.path.expanduser(path))
+            check_ours(path, 'json', variable, self.NAME)
+            return path
         try:
             return write_json_report(path, report, self.NAME, variable)
         except (IOError, OSError) as e:

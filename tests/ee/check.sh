@@ -17,13 +17,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 export ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 
 echo "== ansible-builder create -f meta/execution-environment.yml"
-# Its paths are relative to the collection root (as introspection reads them), ansible-builder create takes them
-# relative to the definition: the definition is placed at the root of a copy of meta/.
-mkdir -p "$work/root"
-cp -r "$repo/meta" "$work/root/meta"
-cp "$repo/meta/execution-environment.yml" "$work/root/execution-environment.yml"
-"$builder" create -f "$work/root/execution-environment.yml" --context "$work/context" --output-filename Containerfile >"$work/create.log" 2>&1 \
-  || { cat "$work/create.log"; fail "ansible-builder create"; }
+# As an operator runs it, on the file itself: its paths are relative to meta/ for create, and the links at the
+# collection root give introspection the same files (meta/execution-environment.yml says why).
+"$builder" create -f "$repo/meta/execution-environment.yml" --context "$work/context" --output-filename Containerfile \
+  >"$work/create.log" 2>&1 || { cat "$work/create.log"; fail "ansible-builder create"; }
 ctx=$work/context
 grep -q "ansible-core>=2.16,<2.20" "$ctx/Containerfile" || fail "the Containerfile does not install ansible-core>=2.16,<2.20"
 grep -q '^matplotlib' "$ctx/_build/requirements.txt" || fail "_build/requirements.txt lacks matplotlib"
@@ -33,7 +30,7 @@ echo "   context: $(cd "$ctx" && find . -type f | sort | tr '\n' ' ')"
 echo "== the artifact ships it: ansible-builder introspect on the installed collections"
 "$bin/ansible-galaxy" collection build "$repo" --output-path "$work/dist" >/dev/null
 tar -tzf "$work"/dist/ascend-kvpool-*.tar.gz >"$work/files"
-for f in meta/execution-environment.yml meta/ee-requirements.txt meta/ee-bindep.txt; do
+for f in meta/execution-environment.yml meta/ee-requirements.txt meta/ee-bindep.txt ee-requirements.txt ee-bindep.txt; do
   grep -qx "$f" "$work/files" || fail "$f is not in the artifact (build_ignore?)"
 done
 bundle=$("$bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ansible_collections

@@ -1,5 +1,6 @@
 """Healthy SIMULATED two-node cluster: what an operator checks after `ansible-playbook verify_network.yml`."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -52,6 +53,15 @@ def test_check_mode_is_clean_and_still_checks(run):
     assert all(r['changed'] == 0 and r['failed'] == 0 for r in recap.values()), recap
     # Read-only probes run in check mode too, so --check tells the truth about the network.
     assert checked.report['npus_checked'] == 16 and checked.report['pings'] == 16
+
+
+def test_an_operators_check_mode_writes_no_report_and_says_where():
+    # lib.playbook asks for the report of a --check run (npu_network_report_in_check_mode); an operator's does not.
+    checked = lib.playbook(check=True, extra_vars={'npu_network_report_in_check_mode': False})
+    assert checked.rc == 0, checked.stdout
+    assert checked.report is None
+    assert re.search(r'16\s+NPU\(s\),\s+16\s+cross-node\s+ping\(s\)', checked.stdout), checked.stdout[-3000:]
+    assert re.search(r'check\s+mode:\s+no\s+report\s+written', checked.stdout), checked.stdout[-3000:]
 
 
 def test_verification_writes_nothing_on_the_nodes():

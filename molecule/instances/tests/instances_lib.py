@@ -69,7 +69,9 @@ def playbook(name, *args, extra_vars=None, check=False, inventory=None, var_file
     """
     tmp = Path(tempfile.mkdtemp(prefix='kvpool-inst-'))
     report = tmp / 'vllm_instances.json'
-    ev = {'vllm_instance_report_path': str(report), 'npu_network_report_path': str(tmp / 'npu_network.json')}
+    # The tests read the reports of their --check runs too, which an operator's --check does not write.
+    ev = {'vllm_instance_report_path': str(report), 'npu_network_report_path': str(tmp / 'npu_network.json'),
+          'vllm_instance_report_in_check_mode': True, 'npu_network_report_in_check_mode': True}
     ev.update(extra_vars or {})
     argv = [str(BIN / 'ansible-playbook'), str(REPO / name), '-i', str(inventory or INVENTORY)]
     for path in var_files:

@@ -24,7 +24,8 @@ NODES = ('node1', 'node2')
 ENDPOINT = dict((n, 'http://%s:8002' % lib.ADDRESS[n]) for n in NODES)
 UNIT = 'kvpool-vllm-vllm-8002'
 EQUIPMENT = 'real vLLM engine (CPU build, tiny model)'
-REPORTS = lib.REPO / 'reports'
+# The benchmark's default report directory: reports/ beside the inventory (inventories/sim/hosts.yml).
+REPORTS = lib.INVENTORY / 'reports'
 # The budget: memory under 12 GB while the scenario runs (both nodes, engines included).
 MEMORY_BUDGET_BYTES = 12 * 10 ** 9
 

@@ -59,6 +59,10 @@ def test_execution_environment_ships():
     ee = yaml.safe_load((ROOT / 'meta' / 'execution-environment.yml').read_text())
     assert ee['version'] == 3
     for key in ('python', 'system'):
-        assert (ROOT / ee['dependencies'][key]).is_file()
+        name = ee['dependencies'][key]
+        # `ansible-builder create -f meta/execution-environment.yml` reads it beside the file, introspection of the
+        # installed collection at its root: one file, linked from the root (ansible-builder issue 414)
+        assert (ROOT / 'meta' / name).is_file() and not (ROOT / 'meta' / name).is_symlink(), name
+        assert (ROOT / name).is_symlink() and (ROOT / name).resolve() == (ROOT / 'meta' / name).resolve(), name
     for ignored in GALAXY['build_ignore']:
         assert not ignored.startswith('meta'), ignored

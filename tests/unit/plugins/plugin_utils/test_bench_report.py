@@ -314,6 +314,16 @@ def test_action_plugin_in_check_mode_without_traffic_writes_nothing(tmp_path):
     proc = _play(tmp_path, {'step1': {'check_mode': True, 'msg': 'check mode: would send'}}, check=True)
     assert proc.returncode == 0, proc.stdout
     assert not (tmp_path / 'out').exists()
+    assert_names(proc.stdout, 'check mode: no report written (a run writes %s/out/kvpool_benchmark.{json,md,png})'
+                 % tmp_path)
+
+
+def test_action_plugin_in_check_mode_writes_nothing_even_after_real_traffic(tmp_path):
+    """--check writes no report, also when the steps sent traffic (a step task with check_mode: false)."""
+    proc = _play(tmp_path, guide_run(), check=True)
+    assert proc.returncode == 0, proc.stdout
+    assert not (tmp_path / 'out').exists()
+    assert_names(proc.stdout, 'KV pool TTFT benchmark', 'check mode: no report written')
 
 
 def with_server(run, step, mean, p50=None, p90=None, count=100):

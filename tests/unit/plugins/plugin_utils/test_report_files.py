@@ -174,3 +174,33 @@ def test_a_good_report_neither_fails_nor_warns(monkeypatch, tmp_path):
     res = run_report_action(monkeypatch, npu_network_action.ActionModule,
                             {'path': str(tmp_path / 'r.json'), 'fail_on_error': True}, task_vars)
     assert res['ok'] and not res.get('failed') and 'warnings' not in res and res['findings'] == []
+
+
+@pytest.mark.parametrize('plugin_cls, variable', [(npu_network_action.ActionModule, 'npu_network_report_path'),
+                                                  (vllm_instance_action.ActionModule, 'vllm_instance_report_path')])
+def test_check_mode_writes_no_report_and_says_where_a_run_writes_it(monkeypatch, tmp_path, plugin_cls, variable):
+    """--check (ansible_check_mode, also on a task with check_mode: false) writes nothing; the result says where a
+    run writes the report; a file there that is not the collection's fails check mode as it fails the run."""
+    status = [{'name': 'vllm-8002', 'failed': False, 'healthy': True, 'changed': False}]
+    hostvars = dict((h, dict(v, vllm_instance_status=status)) for h, v in HOSTVARS.items())
+    task_vars = {'hostvars': hostvars, 'ansible_play_hosts': ['node1', 'node2'],
+                 'ansible_play_hosts_all': ['node1', 'node2'], 'ansible_check_mode': True}
+    path = tmp_path / 'reports' / 'r.json'
+    res = run_report_action(monkeypatch, plugin_cls, {'path': str(path)}, task_vars)
+    assert not path.exists() and not (tmp_path / 'reports').exists()
+    assert res['path'] == str(path) and res['written'] is False
+    assert res['report_line'] == 'check mode: no report written (a run writes %s)' % path
+    task_vars['ansible_check_mode'] = False
+    res = run_report_action(monkeypatch, plugin_cls, {'path': str(path)}, task_vars)
+    assert path.exists() and res['written'] is True and res['report_line'] == 'report: %s' % path
+    foreign = tmp_path / 'mine.json'
+    foreign.write_text('{"mine": true}')
+    task_vars['ansible_check_mode'] = True
+    with pytest.raises(AnsibleActionFail) as exc:
+        run_report_action(monkeypatch, plugin_cls, {'path': str(foreign)}, task_vars)
+    assert_names(str(exc.value), 'not written by ascend.kvpool', variable)
+    assert foreign.read_text() == '{"mine": true}'
+    # write_in_check_mode (the roles' <role>_report_in_check_mode): the check's own report
+    other = tmp_path / 'check' / 'r.json'
+    res = run_report_action(monkeypatch, plugin_cls, {'path': str(other), 'write_in_check_mode': True}, task_vars)
+    assert other.exists() and res['written'] is True and res['report_line'] == 'report: %s' % other
