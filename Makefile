@@ -19,12 +19,17 @@ export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
-	checks-static checks-python $(addprefix sanity-,$(OLDER_LINES))
+	checks-static checks-python checks-newer controller-image smoke-newest \
+	$(addprefix sanity-,$(OLDER_LINES) $(NEWER_LINES))
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
 # sanity venv (tests/sanity/requirements-2.N.txt, ignore-2.N.txt); the oldest also runs site.yml (smoke-oldest).
 OLDER_LINES := 2.16 2.17 2.18
 OLDEST := 2.16
+# The lines after it, which need Python 3.12+: run in the controller image (Debian 13, Python 3.13; test equipment,
+# scripts/controller.sh). Each has tests/sanity/requirements-2.N.txt and ignore-2.N.txt; the newest runs site.yml
+# (smoke-newest).
+NEWER_LINES := 2.20 2.21
 # Venvs made by scripts/venv.sh: reused while the hash of their requirements is unchanged.
 TOOL_VENVS := .tmp/venv
 # Each test target records when it begins and ends (.tmp/logs/phases.tsv); .ci/run prints the table at its end.
@@ -103,7 +108,17 @@ sanity: .venv-sanity/.stamp
 	@$(PHASE) $@ end
 
 # The older lines (each with the pins of its own ansible-test, its own copy and HOME: scripts/sanity.sh).
-sanity-lines: $(addprefix sanity-,$(OLDER_LINES))
+sanity-lines: $(addprefix sanity-,$(OLDER_LINES) $(NEWER_LINES))
+
+# The lines that need Python 3.12+ (the shorter stem wins over sanity-2.%): in the controller image.
+sanity-2.2%: docker
+	@$(PHASE) $@ begin
+	@echo "== ansible-test sanity, ansible-core 2.2$* (controller image, Python 3.13)"
+	bash scripts/controller.sh sanity 2.2$*
+	@$(PHASE) $@ end
+
+controller-image: docker
+	$(PY) tests/mock/mockctl controller-image
 
 sanity-2.%:
 	@$(PHASE) $@ begin
@@ -194,6 +209,14 @@ smoke-oldest: image
 	CORE_VENV=$(CORE_VENV) bash tests/install/run.sh --site
 	@$(PHASE) $@ end
 
+# The same on the newest line in the controller image, with the collections of the newest ansible bundle (community.docker
+# 5.x): the install test, the container role against this docker engine, site.yml and teardown.yml.
+smoke-newest: image controller-image
+	@$(PHASE) $@ begin
+	$(PY) tests/mock/mockctl up --nodes 2
+	bash scripts/controller.sh smoke
+	@$(PHASE) $@ end
+
 ee-check: venv
 	@$(PHASE) $@ begin
 	bash scripts/venv.sh $(BUILDER_VENV) tests/ee/requirements-builder.txt
@@ -205,21 +228,28 @@ role-docs: venv
 	$(PY) tools/serve_flags_doc.py
 
 # Two jobs side by side (ansible-test and pytest each keep about one core busy; each target's output is printed
-# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios. The
-# second job's docker parts (the stubs over SSH, the smoke run on the oldest line) use the mock cluster before
-# molecule does.
+# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios with the
+# sanity of the lines 2.20 and 2.21 beside them (molecule mostly waits on the mock nodes; the sanity job yields,
+# nice 10). The second job's docker parts (the stubs over SSH, the smoke runs on the oldest and the newest line) use
+# the mock cluster before molecule does.
 SANITY_STATIC := $(filter-out $(lastword $(OLDER_LINES)),$(OLDER_LINES))
 test: venv docker promtool
 	$(MAKE) -j2 --output-sync=target checks-static checks-python
-	$(MAKE) molecule
+	$(MAKE) -j2 molecule checks-newer
 	@echo "make test: all green"
+
+checks-newer:
+	mkdir -p .tmp/logs
+	nice -n 10 $(MAKE) -j1 $(addprefix sanity-,$(NEWER_LINES)) > .tmp/logs/checks-newer.log 2>&1 \
+	  || { tail -n 150 .tmp/logs/checks-newer.log; echo "checks-newer failed: .tmp/logs/checks-newer.log"; exit 1; }
+	@echo "checks-newer: sanity of $(NEWER_LINES) passed (.tmp/logs/checks-newer.log)"
 
 # The static job yields to the other (nice 5): the unit tests include timing checks of the benchmark client.
 checks-static:
 	nice -n 5 $(MAKE) -j1 lint sanity $(addprefix sanity-,$(SANITY_STATIC))
 
 checks-python:
-	$(MAKE) -j1 unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest
+	$(MAKE) -j1 unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest smoke-newest
 
 # Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine,
 # whose venv, model and image are made in the background meanwhile (scripts/prefetch-engine.sh).

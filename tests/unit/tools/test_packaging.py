@@ -27,17 +27,18 @@ def test_one_licence_everywhere():
 
 def test_requires_ansible_is_the_tested_lines():
     runtime = yaml.safe_load((ROOT / 'meta' / 'runtime.yml').read_text())
-    assert runtime['requires_ansible'] == '>=2.16.0,<2.20.0'
+    assert runtime['requires_ansible'] == '>=2.16.0'  # a floor: every line from it up is tested
     ignores = sorted(p.name for p in (ROOT / 'tests' / 'sanity').glob('ignore-2.*.txt'))
-    assert ignores == ['ignore-2.16.txt', 'ignore-2.17.txt', 'ignore-2.18.txt', 'ignore-2.19.txt']
+    assert ignores == ['ignore-2.%d.txt' % minor for minor in range(16, 22)]
     makefile = (ROOT / 'Makefile').read_text()
     assert re.search(r'^OLDER_LINES := 2\.16 2\.17 2\.18$', makefile, re.M)
-    for line in ('2.16', '2.17', '2.18'):
+    assert re.search(r'^NEWER_LINES := 2\.20 2\.21$', makefile, re.M)
+    for line in ('2.16', '2.17', '2.18', '2.20', '2.21'):
         reqs = (ROOT / 'tests' / 'sanity' / ('requirements-%s.txt' % line)).read_text()
         assert re.search(r'^ansible-core==%s\.\d+$' % re.escape(line), reqs, re.M), line
     assert re.search(r'^ansible-core==2\.19\.\d+$', (ROOT / 'requirements-sanity.txt').read_text(), re.M)
     ee = yaml.safe_load((ROOT / 'meta' / 'execution-environment.yml').read_text())
-    assert ee['dependencies']['ansible_core']['package_pip'] == 'ansible-core>=2.16,<2.20'
+    assert ee['dependencies']['ansible_core']['package_pip'] == 'ansible-core>=2.16'
 
 
 def test_no_meta_end_role_before_2_18():
