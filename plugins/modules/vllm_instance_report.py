@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_instance_report
 short_description: Summarise every vLLM instance of the play in one report on the controller
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads each host's instance statuses (the host variable O(status_var), set by the role
     M(ascend.kvpool.vllm_instance) from M(ascend.kvpool.vllm_server)) and returns one summary with a line per
