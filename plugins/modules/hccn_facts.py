@@ -152,7 +152,7 @@ tls:
     - The guide requires the same value on all nodes.
   returned: always
   type: dict
-  sample: {"0": {switch: 0, raw: "dev_id:0, tls switch[0](0:disable, 1:enable), ..."}}
+  sample: {"0": {switch: 0, raw: "dev_id:0, tls switch[0]..."}}
 topology:
   description:
     - The C(npu-smi info -t topo) matrix and its judgement (empty when the C(topology) check is off).

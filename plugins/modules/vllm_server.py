@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: vllm_server
-short_description: Run one C(vllm serve) instance as a health-gated systemd unit (or container)
+short_description: Run one vllm serve instance as a health-gated systemd unit (or container)
 version_added: 1.0.0
 description:
   - Starts, stops or restarts one C(vllm serve) process (a vLLM-Ascend instance) as the systemd unit
