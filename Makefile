@@ -100,6 +100,9 @@ lint: venv
 	$(PY) tools/role_docs.py --check
 	$(PY) tools/serve_flags_doc.py --check
 	$(PY) tools/check_map.py
+	$(PY) tools/check_doc_paths.py
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 	@$(PHASE) $@ end
 
 sanity: .venv-sanity/.stamp

@@ -4,8 +4,10 @@ For each role: the same variable names in both files, every name prefixed with t
 default values. Every `tasks_from` entry point that a playbook, a role or a test calls (import_role / include_role
 in the YAML files of the repository) has its own argument spec (named after the tasks file, as ansible-core looks
 it up), and an option that an entry point shares with `main` has the same definition there (one description per
-variable; the generated role READMEs, tools/role_docs.py, show it once). Prints one line per problem and exits 1 if
-there is any.
+variable; the generated role READMEs, tools/role_docs.py, show it once). A spec gives no templated default to an
+option of a type a template cannot be read as (int, float, bool, dict): antsibull-docs refuses it; defaults/main.yml
+holds the template, the description says what it defaults to, and the role README shows the value. Prints one line
+per problem and exits 1 if there is any.
 """
 
 import sys
@@ -25,6 +27,21 @@ def load_specs(role_dir):
     if not specs_file.exists():
         return None
     return (yaml.safe_load(specs_file.read_text()) or {}).get('argument_specs') or {}
+
+
+# Types that a "{{ ... }}" default cannot be read as (antsibull-docs lint-collection-docs converts a default).
+NOT_TEMPLATABLE = ('int', 'float', 'bool', 'dict')
+
+
+def templated_default_problems(name, entry, options):
+    problems = []
+    for key, option in sorted((options or {}).items()):
+        default = (option or {}).get('default')
+        if isinstance(default, str) and '{{' in default and (option or {}).get('type', 'str') in NOT_TEMPLATABLE:
+            problems.append('%s: %s: %s is of type %s and has the templated default %r in meta/argument_specs.yml: '
+                            'leave the default out of the spec (defaults/main.yml holds it) and say it in the '
+                            'description' % (name, entry, key, option.get('type'), default))
+    return problems
 
 
 def check_role(role_dir):
@@ -54,6 +71,7 @@ def check_role(role_dir):
                 problems.append('%s: %s defaults differ: defaults/main.yml %r, argument_specs %r'
                                 % (name, key, defaults[key], options[key]['default']))
     for entry, spec in sorted(specs.items()):
+        problems.extend(templated_default_problems(name, entry, (spec or {}).get('options')))
         if entry == 'main':
             continue
         if not (role_dir / 'tasks' / (entry + '.yml')).exists():

@@ -78,12 +78,21 @@ def type_of(option):
     return kind
 
 
-def option_table(options):
+def option_table(options, role_defaults=None):
+    """The variables' table. A default left out of the spec (a template on an int, bool or dict option, which
+    antsibull-docs cannot read as that type) is shown from the role's defaults/main.yml."""
     lines = ['| variable | type | default | description |', '|---|---|---|---|']
     shared = shared_defaults()
+    role_defaults = role_defaults or {}
     for name, option in options.items():
-        default = ('required' if option.get('required') else default_cell(option['default'], shared)
-                   if 'default' in option else '')
+        if option.get('required'):
+            default = 'required'
+        elif 'default' in option:
+            default = default_cell(option['default'], shared)
+        elif name in role_defaults:
+            default = default_cell(role_defaults[name], shared)
+        else:
+            default = ''
         description = text(option.get('description', ''))
         if option.get('choices'):
             description += ' Choices: %s.' % ', '.join(code(c) for c in option['choices'])
@@ -91,7 +100,7 @@ def option_table(options):
     return lines
 
 
-def render(role, specs):
+def render(role, specs, role_defaults=None):
     main = specs.get('main') or {}
     fqcn = '%s.%s' % (NAMESPACE, role)
     out = [HEADER, '# Role `%s`' % fqcn, '', text(main.get('short_description', '')), '']
@@ -106,7 +115,7 @@ def render(role, specs):
     out.append('')
     main_options = main.get('options') or {}
     out += ['## Entry point `main`', '', 'Variables (role defaults in `defaults/main.yml`, the same values):', '']
-    out += option_table(main_options) + ['']
+    out += option_table(main_options, role_defaults) + ['']
     for entry, spec in specs.items():
         if entry == 'main':
             continue
@@ -120,7 +129,7 @@ def render(role, specs):
         if shared:
             out += ['Validated variables, as described under `main`: %s.' % ', '.join('`%s`' % n for n in shared), '']
         if own:
-            out += option_table(own) + ['']
+            out += option_table(own, role_defaults) + ['']
     return '\n'.join(out).rstrip('\n') + '\n'
 
 
@@ -132,7 +141,9 @@ def main(argv=None, root=ROOT):
     roles = sorted(p for p in (root / 'roles').iterdir() if (p / 'meta' / 'argument_specs.yml').is_file())
     for role_dir in roles:
         specs = yaml.safe_load((role_dir / 'meta' / 'argument_specs.yml').read_text())['argument_specs']
-        wanted = render(role_dir.name, specs)
+        defaults_file = role_dir / 'defaults' / 'main.yml'
+        role_defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.is_file() else {}
+        wanted = render(role_dir.name, specs, role_defaults)
         readme = role_dir / 'README.md'
         current = readme.read_text() if readme.exists() else None
         if current == wanted:

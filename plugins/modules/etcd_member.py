@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: etcd_member
 short_description: Run one member of the etcd cluster of the Mooncake HA masters as a health-gated systemd unit
-version_added: 0.3.0
+version_added: 1.0.0
 description:
   - Starts, stops or restarts one C(etcd) member as the systemd unit C(kvpool-etcd.service) on the host, for the
     Mooncake masters in HA mode (they elect their leader through etcd; the clients find it there).

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: hccn_facts
 short_description: Query the RoCE network state of every NPU of an Ascend node with hccn_tool
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Runs every read-only C(hccn_tool) query of the vLLM-Ascend multi-node guide (C(-lldp), C(-link),
     C(-net_health), C(-netdetect), C(-gateway), C(-ip), C(-tls), all with C(-g)) for a list of NPUs, and the
@@ -152,7 +152,7 @@ tls:
     - The guide requires the same value on all nodes.
   returned: always
   type: dict
-  sample: {"0": {switch: 0, raw: "dev_id:0, tls switch[0](0:disable, 1:enable), ..."}}
+  sample: {"0": {switch: 0, raw: "dev_id:0, tls switch[0]..."}}
 topology:
   description:
     - The C(npu-smi info -t topo) matrix and its judgement (empty when the C(topology) check is off).

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: hccn_ping
 short_description: Ping remote NPU addresses from local NPUs over RoCE with hccn_tool
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Runs C(hccn_tool -i <device> -ping -g address <address>) for a list of (local device, remote address) pairs,
     as the guide's cross-node ping test does by hand.

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: kvpool_benchmark
 short_description: Run one step of the vLLM-Ascend KV pool TTFT benchmark against one instance
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sends one dataset of fully random prompts of exactly O(input_tokens) tokens (deterministic for
     O(dataset_seed)) to one OpenAI-compatible vLLM instance as streaming chat (or completions) requests, at most

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: kvpool_benchmark_report
 short_description: Write the KV pool TTFT benchmark report (JSON, Markdown, PNG) on the controller
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds the report of the guide's three-step TTFT benchmark from the results of
     M(ascend.kvpool.kvpool_benchmark) and writes it on the controller, whatever host the task targets

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: mooncake_config_file
 short_description: Write a node's mooncake.json in one round trip, and tell whether the pool's proof is there
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Writes O(config) as the JSON of C(mooncake.json) (4-space indent, the keys in the order given, a final newline)
     to O(path) when the file's text differs, through a temporary file and a rename. The directory is made

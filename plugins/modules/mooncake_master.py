@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: mooncake_master
 short_description: Run the Mooncake master of a KV cache pool as a health-checked systemd unit (or container)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Starts, stops or restarts C(mooncake_master), the metadata service of a Mooncake KV cache pool, as the systemd
     unit C(kvpool-mooncake-master.service) on the host, or as the container C(kvpool-mooncake-master) made from

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: mooncake_store_probe
 short_description: Prove a Mooncake KV pool end to end by writing an object on one node and reading it on others
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Uses the real Mooncake store client (C(from mooncake.store import MooncakeDistributedStore)) with the
     settings of a node's C(mooncake.json) (C(master_server_address), C(metadata_server), C(protocol),

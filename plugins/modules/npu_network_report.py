@@ -12,9 +12,9 @@ DOCUMENTATION = r"""
 ---
 module: npu_network_report
 short_description: Merge the NPU network findings of every node into one report on the controller
-version_added: 0.1.0
+version_added: 1.0.0
 description:
-  - Reads each host's result variable (set by the role M(ascend.kvpool.npu_network) from
+  - Reads each host's result variable (set by the role C(ascend.kvpool.npu_network) from
     M(ascend.kvpool.hccn_facts) and M(ascend.kvpool.hccn_ping)), adds the cross-node checks (TLS identical on all
     nodes, hosts that did not answer) and returns one report whose C(summary) names node, NPU, check and raw line
     of every problem.

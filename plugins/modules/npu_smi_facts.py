@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: npu_smi_facts
 short_description: Read NPU count, health, HBM use and running processes of an Ascend node with npu-smi
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Runs C(npu-smi info), C(npu-smi info -l) and C(npu-smi info -t topo) concurrently and parses their text.
   - The topology matrix (C(HCCS), C(HCCS_SW), C(SIO), C(PIX), C(SYS), ... per NPU pair) comes with the product

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: preflight_facts
 short_description: Read what the KV pool pre-flight checks need from a node in one round trip
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads the node's memory (C(/proc/meminfo)), who listens on the given TCP ports (C(/proc/net/tcp),
     C(/proc/net/tcp6) and the owning process's command line), the ephemeral port range and the ports reserved from

@@ -12,10 +12,10 @@ DOCUMENTATION = r"""
 ---
 module: vllm_instance_report
 short_description: Summarise every vLLM instance of the play in one report on the controller
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads each host's instance statuses (the host variable O(status_var), set by the role
-    M(ascend.kvpool.vllm_instance) from M(ascend.kvpool.vllm_server)) and returns one summary with a line per
+    C(ascend.kvpool.vllm_instance) from M(ascend.kvpool.vllm_server)) and returns one summary with a line per
     instance (node, name, endpoint, health, NPUs, time to ready, what was done, what went wrong), plus a line
     for every host of the play that failed before its instances were handled.
   - Writes the summary and every status as JSON to O(path) on the controller. This is an action plugin, it runs

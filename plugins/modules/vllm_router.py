@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_router
 short_description: Run vllm-router in front of the vLLM instances as a health-checked systemd unit
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Starts, stops or restarts C(vllm-router) (PyPI C(vllm-router)), one HTTP endpoint that spreads requests over
     the vLLM instances (its workers) by a routing policy, as the systemd unit C(kvpool-router.service) on the

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_router_check
 short_description: Ask the vLLM instances what a routing policy needs, and check where a router sends requests
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Two read-only checks around M(ascend.kvpool.vllm_router), run from the router's host.
   - With O(render=true), before the router starts, it asks every worker at once for C(POST

@@ -11,8 +11,8 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: vllm_server
-short_description: Run one C(vllm serve) instance as a health-gated systemd unit (or container)
-version_added: 0.1.0
+short_description: Run one vllm serve instance as a health-gated systemd unit (or container)
+version_added: 1.0.0
 description:
   - Starts, stops or restarts one C(vllm serve) process (a vLLM-Ascend instance) as the systemd unit
     C(kvpool-vllm-<name>.service) on the host, or as the container C(kvpool-vllm-<name>) made from the node's

@@ -70,3 +70,17 @@ def test_fails_when_an_entry_point_redescribes_an_option(tree, capsys):
     assert checker.main(tree) == 1
     assert_names(capsys.readouterr().out, 'mooncake_config: probe:', 'mooncake_config_probe_size_bytes', 'differs',
                  'definition in main')
+
+
+def test_fails_on_a_templated_default_of_an_int_option(tree, capsys):
+    """antsibull-docs cannot read "{{ ... }}" as an int: the spec leaves such a default out."""
+    path = tree / 'roles' / 'mooncake_master' / 'meta' / 'argument_specs.yml'
+    text = path.read_text()
+    edited = text.replace('      mooncake_master_port:\n        type: int\n',
+                          '      mooncake_master_port:\n        type: int\n'
+                          '        default: "{{ kvpool_defaults_master_port }}"\n', 1)
+    assert edited != text
+    path.write_text(edited)
+    assert checker.main(tree) == 1
+    assert_names(capsys.readouterr().out, 'mooncake_master: main:', 'mooncake_master_port', 'type int',
+                 'templated default', 'leave the default out of the spec')

@@ -67,3 +67,31 @@ def test_execution_environment_ships():
         assert (ROOT / name).is_symlink() and (ROOT / name).resolve() == (ROOT / 'meta' / name).resolve(), name
     for ignored in GALAXY['build_ignore']:
         assert not ignored.startswith('meta'), ignored
+
+
+def test_a_clone_installs_what_galaxy_yml_depends_on():
+    """requirements.yml (`ansible-galaxy collection install -r requirements.yml` in a plain clone) asks for the
+    collections and ranges of galaxy.yml's dependencies."""
+    wanted = yaml.safe_load((ROOT / 'requirements.yml').read_text())['collections']
+    assert {c['name']: c['version'] for c in wanted} == GALAXY['dependencies']
+
+
+def test_release_metadata_is_real():
+    """No placeholder address in galaxy.yml, and every plugin's version_added is a release of changelog.yaml."""
+    for key in ('repository', 'homepage', 'issues', 'documentation'):
+        assert 'example.' not in str(GALAXY.get(key) or ''), key
+    releases = set(yaml.safe_load((ROOT / 'changelogs' / 'changelog.yaml').read_text())['releases'])
+    added = {}
+    for path in sorted(ROOT.glob('plugins/modules/*.py')) + sorted(ROOT.glob('plugins/filter/*.yml')):
+        for version in re.findall(r'^\s*version_added:\s*["\']?([0-9.]+)', path.read_text(), re.M):
+            added[path.relative_to(ROOT).as_posix()] = version
+    assert len(added) >= 40
+    assert {p: v for p, v in added.items() if v not in releases and v != GALAXY['version']} == {}
+
+
+def test_the_readme_lists_every_module():
+    """The README's table of modules and plugins names each module (and each action, by its module's name)."""
+    text = (ROOT / 'README.md').read_text()
+    table = '\n'.join(line for line in text.splitlines() if line.startswith('| module') or line.startswith('| action'))
+    missing = [p.stem for p in sorted(ROOT.glob('plugins/modules/*.py')) if '`%s`' % p.stem not in table]
+    assert missing == []
