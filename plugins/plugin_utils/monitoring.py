@@ -6,7 +6,7 @@
 per Mooncake master, per vLLM instance of every node and per router, labelled ``cluster``, ``node``, ``service``,
 ``instance`` (``<node>/<service>``) and ``role`` (``mooncake_master``, ``vllm_instance``, ``router``).
 
-Routers: the hosts of the router group (``kvpool_router_group``, default ``kvpool_router``) with
+Routers: the hosts of the router group (the caller's ``router_group``, else the shared default's) with
 ``kvpool_router_enabled`` true (role kvpool_router, site.yml's router phase), plus any router URL listed in
 ``kvpool_monitoring_routers``.
 
