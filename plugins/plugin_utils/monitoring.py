@@ -8,7 +8,7 @@ per Mooncake master, per vLLM instance of every node and per router, labelled ``
 instances also ``pool_address``, the node's one data-plane address (``mooncake_config_node_address``, else
 ``ansible_host``: the instances' ``VLLM_HOST_IP``), while they are scraped at their HTTP address.
 
-Routers: the hosts of the router group (``kvpool_router_group``, default ``kvpool_router``) with
+Routers: the hosts of the router group (the caller's ``router_group``, else the shared default's) with
 ``kvpool_router_enabled`` true (role kvpool_router, site.yml's router phase), plus any router URL listed in
 ``kvpool_monitoring_routers``.
 

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook 
 
 def role_play(name, check):
     return {'name': name, 'hosts': 'localhost', 'gather_facts': False, 'check_mode': check,
-            'vars_files': [str(ROOT / 'roles' / 'kvpool_defaults' / 'defaults' / 'main.yml')],
+            'roles': ['ascend.kvpool.kvpool_defaults'],  # as the plays of playbooks/ load the shared defaults
             'tasks': [{'block': [{'ansible.builtin.include_role': {'name': 'ascend.kvpool.kvpool_monitoring'}}],
                        'rescue': [{'ansible.builtin.debug': {
                            'msg': 'OWNERSHIP-REFUSED {{ ansible_failed_result.msg }} END'}}]}]}

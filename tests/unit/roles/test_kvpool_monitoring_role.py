@@ -45,13 +45,12 @@ INVENTORY = {'all': {'children': {
 pytestmark = pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to %s' % sys.executable)
 
 
-# The playbook of the test: the role in check mode (the hosts and vars_files of playbooks/monitoring.yml), a play
+# The playbook of the test: the role in check mode (the hosts and roles of playbooks/monitoring.yml), a play
 # that fails if the check run wrote anything, then the real playbook twice (first run, then the idempotence run).
 TEST_PLAYBOOK = [
     {'ansible.builtin.import_playbook': str(ROOT / 'playbooks' / 'plan.yml')},
     {'name': 'Run 1 of 3 (check mode)', 'hosts': 'localhost', 'gather_facts': False, 'check_mode': True,
-     'vars_files': [str(ROOT / 'roles' / 'kvpool_defaults' / 'defaults' / 'main.yml')],
-     'roles': [{'role': 'ascend.kvpool.kvpool_monitoring'}]},
+     'roles': [{'role': 'ascend.kvpool.kvpool_defaults'}, {'role': 'ascend.kvpool.kvpool_monitoring'}]},
     {'name': 'The check run wrote nothing', 'hosts': 'localhost', 'gather_facts': False, 'tasks': [
         {'name': 'Stat what the role would write', 'ansible.builtin.stat': {'path': '{{ item }}'},
          'loop': ['{{ kvpool_monitoring_file_sd_dir }}', '{{ kvpool_monitoring_prometheus_config_path }}',

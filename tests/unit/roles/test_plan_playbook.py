@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """playbooks/plan.yml (imported first by benchmark.yml and monitoring.yml) plans the hosts of the node, benchmark
 and monitoring node groups, with those group variables set in the inventory (group_vars/all) or as extra vars, and
-no other host. Run on the controller (connection local; the plan contacts no node)."""
+no other host; a shared default (kvpool_defaults_*) set in the inventory is the one used. Run on the controller
+(connection local; the plan contacts no node)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -27,11 +28,14 @@ INVENTORY = {'all': {'hosts': {'prom': {}}, 'children': {
     'other': {'hosts': {'node5': {'ansible_host': '10.0.0.5'}}}}}}
 
 
-def planned(tmp_path, group_vars, extra=None):
+def planned(tmp_path, group_vars, extra=None, host_vars=None):
     """{host: [instance URL, ...]} of the hosts plan.yml planned."""
     (tmp_path / 'group_vars').mkdir()
     (tmp_path / 'group_vars' / 'all.yml').write_text(yaml.safe_dump(dict(
         group_vars, ansible_connection='local', ansible_python_interpreter=sys.executable)))
+    (tmp_path / 'host_vars').mkdir()
+    for host, variables in (host_vars or {}).items():
+        (tmp_path / 'host_vars' / (host + '.yml')).write_text(yaml.safe_dump(variables))
     (tmp_path / 'hosts.yml').write_text(yaml.safe_dump(INVENTORY))
     out = tmp_path / 'planned'
     out.mkdir()
@@ -61,3 +65,11 @@ def test_the_benchmark_and_monitoring_groups_are_planned_wherever_they_are_set(t
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
 def test_by_default_only_the_node_group_is_planned(tmp_path):
     assert sorted(planned(tmp_path, {})) == ['node1', 'node2']
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
+def test_shared_defaults_set_in_group_vars_or_host_vars_take_effect(tmp_path):
+    # The plays load role kvpool_defaults (role-default precedence), so the inventory's values win over its own.
+    hosts = planned(tmp_path, {'kvpool_defaults_node_group': 'bench_nodes', 'kvpool_defaults_instance_port': 9100},
+                    host_vars={'node3': {'kvpool_defaults_instance_port': 9200}})
+    assert hosts == {'node2': ['http://10.0.0.2:9100'], 'node3': ['http://10.0.0.3:9200']}
