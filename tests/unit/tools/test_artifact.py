@@ -58,7 +58,7 @@ pytestmark = pytest.mark.skipif(not GALAXY.exists(), reason='ansible-galaxy not 
 
 
 def test_nothing_outside_the_allow_list(artifact):
-    members, _ = artifact
+    members = artifact[0]
     unexpected = []
     for name in sorted(members):
         top = name.split('/', 1)[0]
@@ -70,7 +70,7 @@ def test_nothing_outside_the_allow_list(artifact):
 
 
 def test_the_workshop_stays_home(artifact):
-    members, _ = artifact
+    members = artifact[0]
     for gone in ('molecule', 'tools', 'scripts', 'Makefile', 'ansible.cfg', 'requirements.txt', 'tests/unit',
                  'tests/mock', 'tests/conformance', 'tests/mooncake_matrix', 'tests/reuse', 'tests/install',
                  'inventories/sim', 'changelogs/fragments', 'docs/images', 'site.yml', '.config'):
@@ -98,7 +98,7 @@ def test_what_a_user_runs_is_there(artifact):
 
 
 def test_the_execution_environment_lists_are_one_pair_of_files(artifact):
-    members, _ = artifact
+    members = artifact[0]
     for name in ('ee-requirements.txt', 'ee-bindep.txt'):
         member = members[name]
         assert member.issym() and member.linkname == 'meta/' + name, (name, member.linkname)
