@@ -19,7 +19,7 @@ export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
-	checks-static checks-python checks-newer controller-image smoke-newest \
+	checks-static checks-python controller-image smoke-newest \
 	$(addprefix sanity-,$(OLDER_LINES) $(NEWER_LINES))
 
 # ansible-core lines that meta/runtime.yml claims, besides the newest (2.19: .venv and .venv-sanity). Each has its
@@ -231,21 +231,15 @@ role-docs: venv
 	$(PY) tools/serve_flags_doc.py
 
 # Two jobs side by side (ansible-test and pytest each keep about one core busy; each target's output is printed
-# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios with the
-# sanity of the lines 2.20 and 2.21 beside them (molecule mostly waits on the mock nodes; the sanity job yields,
-# nice 10). The second job's docker parts (the stubs over SSH, the smoke runs on the oldest and the newest line) use
-# the mock cluster before molecule does.
-SANITY_STATIC := $(filter-out $(lastword $(OLDER_LINES)),$(OLDER_LINES))
+# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios alone:
+# with the sanity of 2.20 and 2.21 beside them (ci15), the HA scenario's first etcd bootstrap failed on etcdctl
+# answers slower than its 0.5 s deadlines. The second job's docker parts (the stubs over SSH, the smoke runs on the
+# oldest and the newest line) use the mock cluster before molecule does.
+SANITY_STATIC := $(filter-out $(lastword $(OLDER_LINES)),$(OLDER_LINES)) $(NEWER_LINES)
 test: venv docker promtool
 	$(MAKE) -j2 --output-sync=target checks-static checks-python
-	$(MAKE) -j2 molecule checks-newer
+	$(MAKE) molecule
 	@echo "make test: all green"
-
-checks-newer:
-	mkdir -p .tmp/logs
-	nice -n 10 $(MAKE) -j1 $(addprefix sanity-,$(NEWER_LINES)) > .tmp/logs/checks-newer.log 2>&1 \
-	  || { tail -n 150 .tmp/logs/checks-newer.log; echo "checks-newer failed: .tmp/logs/checks-newer.log"; exit 1; }
-	@echo "checks-newer: sanity of $(NEWER_LINES) passed (.tmp/logs/checks-newer.log)"
 
 # The static job yields to the other (nice 5): the unit tests include timing checks of the benchmark client.
 checks-static:

@@ -32,7 +32,7 @@ trap 'docker rm -f "$name" >/dev/null 2>&1 || true' EXIT
 case "${1:-}" in
   sanity)
     line=${2:?controller.sh sanity 2.N}
-    # The container's processes are not this script's children: the niceness it runs at (make checks-newer: 10) is
+    # The container's processes are not this script's children: the niceness it runs at (make checks-static: 5) is
     # applied inside, and a low CPU weight keeps the mock nodes and the molecule controller ahead when both are busy.
     prio=$(nice)
     [ "$prio" -gt 0 ] && args+=(--cpu-shares 128)
