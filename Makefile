@@ -246,7 +246,8 @@ checks-static:
 	nice -n 5 $(MAKE) -j1 lint sanity $(addprefix sanity-,$(SANITY_STATIC))
 
 checks-python:
-	$(MAKE) -j1 unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest smoke-newest
+	$(MAKE) -j1 controller-image unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest \
+	  smoke-newest
 
 # Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine,
 # whose venv, model and image are made in the background meanwhile (scripts/prefetch-engine.sh).
