@@ -302,6 +302,93 @@ def parse_range_value(text):
         raise ValueError('kv range: value is not base64: %s' % exc) from exc
 
 
+# --- the masters' OpLog namespace (Mooncake 0.3.13 on, --enable_oplog) ------------------------------------------
+# Recorded from the real 0.3.13.post1 master: its log is /oplog/<cluster id>/batches/<20 digits> and
+# /oplog/<cluster id>/durable_prefix ({"batch_id": .., "last_seq": .., "schema_version": 1}). The older per-entry
+# format (/oplog/<cluster id>/<20 digits> and /oplog/<cluster id>/latest) makes it abort ~5 s after its start
+# ("Legacy OpLog latest key exists for cluster=X" / "Legacy per-entry OpLog key exists ..."); upstream's fix deletes
+# the namespace, which loses the log.
+def oplog_prefix(cluster_id):
+    return '/oplog/%s/' % cluster_id
+
+
+def prefix_range_end(prefix):
+    """etcd's ``range_end`` that makes a range of every key starting with ``prefix``: its last byte plus one."""
+    raw = bytearray(prefix.encode('utf-8'))
+    while raw and raw[-1] == 0xff:
+        raw.pop()
+    if not raw:
+        return b'\0'
+    raw[-1] += 1
+    return bytes(raw)
+
+
+def _b64(raw):
+    return base64.b64encode(raw if isinstance(raw, bytes) else raw.encode('utf-8')).decode('ascii')
+
+
+def prefix_range_request(prefix, limit=0):
+    """The body of ``POST /v3/kv/range`` for the keys (only) under ``prefix``."""
+    body = {'key': _b64(prefix), 'range_end': _b64(prefix_range_end(prefix)), 'keys_only': True}
+    if limit:
+        body['limit'] = int(limit)
+    return body
+
+
+def parse_range_keys(text):
+    """The keys of a ``/v3/kv/range`` answer, and its ``count`` (all keys in the range, beyond a limit);
+    ValueError when the answer is not one."""
+    data = _load(text, 'kv range')
+    if not isinstance(data, dict) or 'header' not in data:
+        raise ValueError('kv range: not an etcd answer: %r' % (text or '')[:200])
+    kvs = data.get('kvs') or []
+    if not isinstance(kvs, list) or not all(isinstance(kv, dict) for kv in kvs):
+        raise ValueError('kv range: kvs is %r, not a list of keys' % (kvs,))
+    keys = []
+    for kv in kvs:
+        try:
+            keys.append(base64.b64decode(str(kv.get('key') or ''), validate=True).decode('utf-8', 'replace'))
+        except (TypeError, ValueError) as exc:
+            raise ValueError('kv range: a key is not base64: %s' % exc) from exc
+    return keys, _uint(data.get('count', len(keys)), 'kv range count')
+
+
+def _digits(text):
+    return bool(text) and all(c in '0123456789' for c in text)
+
+
+def oplog_format(cluster_id, keys):
+    """``(format, legacy keys)`` of the keys under :func:`oplog_prefix`: ``empty``, ``batch`` (0.3.13's) or
+    ``legacy`` (the per-entry format the 0.3.13 master refuses: ``latest`` or 20-digit entries directly there)."""
+    prefix = oplog_prefix(cluster_id)
+    legacy = [k for k in keys if k.startswith(prefix) and (k[len(prefix):] == 'latest' or _digits(k[len(prefix):]))]
+    if legacy:
+        return 'legacy', legacy
+    return ('batch' if any(k.startswith(prefix) for k in keys) else 'empty'), []
+
+
+def legacy_oplog_delete_txn(cluster_id):
+    """The body of ``POST /v3/kv/txn`` that deletes the namespace only while it holds no log of the new format (its
+    ``durable_prefix`` key absent): two masters' tasks that ask at once, or one that asks after a new master
+    started, never delete a new log."""
+    prefix = oplog_prefix(cluster_id)
+    return {'compare': [{'key': _b64(prefix + 'durable_prefix'), 'target': 'CREATE', 'result': 'EQUAL',
+                         'create_revision': '0'}],
+            'success': [{'request_delete_range': {'key': _b64(prefix), 'range_end': _b64(prefix_range_end(prefix))}}]}
+
+
+def parse_txn_deleted(text):
+    """``(succeeded, keys deleted)`` of a ``/v3/kv/txn`` answer with one delete_range; ValueError when not one."""
+    data = _load(text, 'kv txn')
+    if not isinstance(data, dict) or 'header' not in data:
+        raise ValueError('kv txn: not an etcd answer: %r' % (text or '')[:200])
+    deleted = 0
+    for resp in data.get('responses') or []:
+        if isinstance(resp, dict) and isinstance(resp.get('response_delete_range'), dict):
+            deleted += _uint(resp['response_delete_range'].get('deleted', 0), 'kv txn deleted')
+    return data.get('succeeded') is True, deleted
+
+
 def split_etcd_address(address):
     """``['h1:2379', ...]`` of a Mooncake ``etcd://h1:2379;h2:2379`` address (``,`` also separates)."""
     text = str(address or '')

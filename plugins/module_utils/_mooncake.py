@@ -57,6 +57,8 @@ MASTER_FLAGS = [
     ('default_kv_lease_ttl', 'default_kv_lease_ttl'),
     ('enable_ha', 'enable_ha'),
     ('etcd_endpoints', 'etcd_endpoints'),
+    ('cluster_id', 'cluster_id'),
+    ('enable_oplog', 'enable_oplog'),
     ('enable_http_metadata_server', 'enable_http_metadata_server'),
 ]
 
@@ -64,6 +66,10 @@ MASTER_FLAGS = [
 NEW_FLAGS_SINCE = (0, 3, 12)
 # The first version whose master has --metrics_host (PyPI 0.3.12.post1 refuses it, 0.3.13.post1 lists it).
 METRICS_HOST_SINCE = (0, 3, 13)
+# The first version whose master has --enable_oplog (HA metadata replicated through etcd, "batch-record OpLog";
+# Mooncake commit ff217b8cc after 0.3.12.post1): PyPI's 0.3.13.post1 lists it, 0.3.12.post1 and older do not.
+# --cluster_id is in every release from 0.3.9.
+OPLOG_SINCE = (0, 3, 13)
 # {setting: ((since, gflags name or None), ...)}: the last entry whose ``since`` is at or below the declared version
 # applies (``since`` None: every version, and an undeclared one); a None name means the release has no such flag.
 # Checked against the real masters of 0.3.9, 0.3.11.post1, 0.3.12.post1, 0.3.13.post1 (tests/mooncake_matrix).
@@ -75,6 +81,9 @@ FLAG_SPELLINGS = {
     # An undeclared version gets the flag as asked (a release without it names the fix at start).
     'metrics_address': ((None, 'metrics_host'), ((0, 0, 0), None), (METRICS_HOST_SINCE, 'metrics_host')),
     'etcd_endpoints': ((None, 'etcd_endpoints'), (NEW_FLAGS_SINCE, 'ha_backend_connstring')),
+    # Left out where the declared release has none (the HA masters then run without it: a failover empties the
+    # pool); an undeclared version gets it as asked.
+    'enable_oplog': ((None, 'enable_oplog'), ((0, 0, 0), None), (OPLOG_SINCE, 'enable_oplog')),
 }
 # Defaults of mooncake_master that changed in 0.3.12 (the collection sets its own values where it matters):
 # (flag, default through 0.3.11, default from 0.3.12).
@@ -108,6 +117,12 @@ def master_flag_names(mooncake_version=None):
             if since is None or (parsed is not None and parsed >= since):
                 names[setting] = flag
     return names
+
+
+def has_oplog(mooncake_version=None):
+    """Whether the master of ``mooncake_version`` has ``--enable_oplog`` (undeclared: assumed, as the flag is then
+    rendered as asked)."""
+    return master_flag_names(mooncake_version)['enable_oplog'] is not None
 
 
 def unsupported_settings(settings, mooncake_version=None):
@@ -204,9 +219,13 @@ def master_settings(params):
         val = params.get(name)
         if val is None:
             continue
-        if name in ('enable_ha', 'enable_http_metadata_server'):
+        if name in ('enable_ha', 'enable_http_metadata_server', 'enable_oplog'):
             if not val:
                 continue
+        if name in ('cluster_id', 'enable_oplog') and not params.get('enable_ha'):
+            continue  # the HA masters' settings: a master without HA has no leader key nor log
+        if name == 'cluster_id' and not str(val).strip():
+            continue
         if name in ('rpc_address', 'metrics_address') and not str(val).strip():
             continue
         if name == 'etcd_endpoints':
@@ -286,7 +305,26 @@ for _flag in ('rpc_port', 'ha_backend_type', 'ha_backend_connstring'):
 _NEWER_FLAGS['rpc_thread_num'] = ('This Mooncake release has no --rpc_thread_num (0.3.9 and later have it): leave '
                                   'max_threads unset (role: mooncake_master_max_threads: 0), or run Mooncake 0.3.9 '
                                   'or later')
+_NEWER_FLAGS['enable_oplog'] = ('This Mooncake release has no --enable_oplog (0.3.13 and later have it): declare the '
+                                'version that runs (mooncake_version; role: mooncake_master_mooncake_version), so it '
+                                'is left out, or turn the OpLog off (role: mooncake_master_oplog: false)')
 _UNKNOWN_FLAG = re.compile(r"unknown command line flag '([A-Za-z0-9_]+)'")
+
+
+_LEGACY_OPLOG = re.compile(r'Legacy (?:OpLog latest|per-entry OpLog) key exists for cluster=(\S+?);')
+
+
+def legacy_oplog_hint(text):
+    """The fix for a master that aborted on an OpLog namespace of the older format (0.3.13.post1:
+    ``Legacy OpLog latest key exists for cluster=X; clear the legacy OpLog namespace ...``), or None."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    m = _LEGACY_OPLOG.search(text or '')
+    if not m:
+        return None
+    return ('etcd holds an OpLog of the older format under /oplog/%s/, which this master refuses. Fix: run again with '
+            'mooncake_master_oplog_reset_legacy: true (it deletes that log, whose metadata is lost; check mode shows '
+            'what), or turn the OpLog off (mooncake_master_oplog: false)' % m.group(1))
 
 
 def unknown_flag_hint(text):
