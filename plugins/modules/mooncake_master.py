@@ -110,7 +110,22 @@ options:
       - Lease of a KV object in milliseconds (C(--default_kv_lease_ttl)).
       - Keep it above C(ASCEND_TRANSFER_TIMEOUT), or reads fail with C(LEASE_EXPIRED) (-707) under load.
     type: int
-  enable_ha:
+  enable_oplog:
+  description: Whether the master runs with C(--enable_oplog) (HA metadata replicated through etcd).
+  returned: always
+  type: bool
+  sample: true
+oplog_namespace:
+  description:
+    - With O(enable_oplog) and a release that has it, the OpLog namespace in etcd as read before the master started.
+    - C(format) is C(empty), C(batch) (the log of Mooncake 0.3.13 and later) or C(legacy); C(keys) the number of its
+      keys; C(leader) what the leader key names (empty without a leader); C(deleted) the keys deleted by
+      O(oplog_reset_legacy) (in check mode, those that would be).
+  returned: when the namespace was read
+  type: dict
+  sample: {"cluster_id": "kvpool-33d2331b2a", "endpoint": "172.31.250.11:2379", "format": "batch", "keys": 22,
+           "leader": "172.31.250.11:50088", "deleted": 0}
+ha:
     description: Run the master in HA mode with etcd (C(--enable_ha)); needs O(etcd_endpoints) and O(rpc_address).
     type: bool
     default: false
@@ -119,6 +134,33 @@ options:
     type: list
     elements: str
     default: []
+  cluster_id:
+    description:
+      - In HA mode, the pool's id in etcd (C(--cluster_id)): the masters' leader key C(mooncake-store/<id>/master_view)
+        and their OpLog under C(/oplog/<id>/). Every store client of the pool needs the same id in its environment
+        (C(MC_STORE_CLUSTER_ID)); the roles give both the pool's id (C(kvpool_cluster_id)).
+      - Unset or empty leaves Mooncake's default, C(mooncake_cluster). Every release from 0.3.9 has the flag.
+    type: str
+  enable_oplog:
+    description:
+      - In HA mode, replicate the master's metadata through etcd (C(--enable_oplog), Mooncake 0.3.13 and later): a
+        standby replays the log, so the objects of the pool are still found after a failover (docs/ha.md has the
+        figures). Left out where the declared O(mooncake_version) has no such flag (RV(oplog) false): a failover then
+        empties the pool's metadata.
+      - Before the master starts, the log's namespace in etcd is read (RV(oplog_namespace)). One of the older
+        per-entry format, which the master refuses (it aborts), fails the task naming the key, the etcd endpoint and
+        the fix, unless O(oplog_reset_legacy). The leader key naming a master that is not this one nor one of
+        O(ha_peers) (another pool with the same O(cluster_id), or a master left out of the group) fails it too.
+    type: bool
+    default: false
+  oplog_reset_legacy:
+    description:
+      - Delete an OpLog namespace of the older format (C(/oplog/<cluster_id>/)) before the master starts, as upstream's
+        "Resetting a Legacy OpLog Namespace" does. Its metadata is lost. Nothing else is ever deleted, and only while
+        no master of the cluster leads and the namespace holds no log of the new format (one etcd transaction). Check
+        mode reports what would be deleted.
+    type: bool
+    default: false
   ha_name:
     description: This master's name in the HA messages and in RV(ha) (the role gives its inventory name).
     type: str
@@ -343,7 +385,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.kvpool.plugins.module_utils import (
-    _errors, _mooncake, _preflight, _secrets, _shared, _validate,
+    _errors, _etcd, _mooncake, _preflight, _secrets, _shared, _validate,
 )
 from ansible_collections.ascend.kvpool.plugins.module_utils._errors import KvpoolError
 from ansible_collections.ascend.kvpool.plugins.module_utils._proc import (
@@ -391,7 +433,7 @@ def explainer(port, seen=None):
     unknown flag or an HA build problem, and who holds the RPC port (None: HA masters are not checked for it)."""
     def explain(log):
         errors = _mooncake.log_errors(log)
-        hint = _mooncake.unknown_flag_hint(log) or _mooncake.ha_hint(log)
+        hint = _mooncake.unknown_flag_hint(log) or _mooncake.legacy_oplog_hint(log) or _mooncake.ha_hint(log)
         held = port_hint(port) if port else ''
         problem = (seen or {}).get('problem') or ''
         return '; '.join(([problem] if problem else []) + ([errors[-1]] if errors else []) + ([hint] if hint else [])
@@ -415,6 +457,83 @@ def ha_peers(p):
     return out
 
 
+def _address(text):
+    """``host:port`` without brackets, lower case: how two spellings of one master address compare."""
+    return str(text or '').strip().replace('[', '').replace(']', '').lower()
+
+
+def oplog_namespace(module, endpoints, cluster_id, masters, reset_legacy):
+    """Read the OpLog namespace of ``cluster_id`` (and its leader key) from the first etcd endpoint that answers;
+    with ``reset_legacy``, delete a namespace of the older format. Returns the RV(oplog_namespace) dict; raises
+    KvpoolError naming the key, the endpoint and the fix for a namespace the master cannot start on."""
+    cid = cluster_id or _etcd.DEFAULT_CLUSTER_ID
+    prefix = _etcd.oplog_prefix(cid)
+    view_key = _etcd.master_view_key(cid)
+    tried = []
+    for endpoint in endpoints:
+        status, body = http_status('http://%s/v3/kv/range' % endpoint, timeout=2.0,
+                                   data=_etcd.prefix_range_request(prefix, limit=100))
+        if status != 200:
+            tried.append('%s (HTTP %s)' % (endpoint, status or 'no answer'))
+            continue
+        status2, body2 = http_status('http://%s/v3/kv/range' % endpoint, timeout=2.0,
+                                     data=_etcd.range_request(view_key))
+        try:
+            keys, count = _etcd.parse_range_keys(body)
+            leader = _etcd.parse_range_value(body2) if status2 == 200 else None
+        except ValueError as exc:
+            tried.append('%s (%s)' % (endpoint, exc))
+            continue
+        if leader is None:
+            tried.append('%s (the read of %s: HTTP %s)' % (endpoint, view_key, status2 or 'no answer'))
+            continue
+        break
+    else:
+        raise KvpoolError('the OpLog namespace %s could not be read from etcd before the master starts: %s. Fix: start '
+                          'the etcd members (role ascend.kvpool.kvpool_etcd, site.yml --tags etcd) and check that '
+                          'this node reaches their client port' % (prefix, '; '.join(tried)))
+    fmt, legacy = _etcd.oplog_format(cid, keys)
+    found = dict(cluster_id=cid, endpoint=endpoint, format=fmt, keys=count, leader=leader, deleted=0)
+    ours = [_address(m) for m in masters]
+    if leader and _address(leader) not in ours:
+        raise KvpoolError('etcd at %s: the leader key %s names the master %s, which is not one of this pool\'s masters '
+                          '(%s): another pool uses the cluster id %s on this etcd, or a master left out of the group '
+                          'still runs. Fix: give this pool its own id (kvpool_cluster_id, or '
+                          'mooncake_master_cluster_id), or stop that master. Nothing was deleted.'
+                          % (endpoint, view_key, leader, ', '.join(masters), cid), result=dict(oplog_namespace=found))
+    if fmt != 'legacy':
+        return found
+    what = ('%s holds an OpLog of the older per-entry format (%d key(s), e.g. %s), on which Mooncake 0.3.13\'s master '
+            'aborts ("Legacy OpLog ... key exists")' % (prefix, count, legacy[0]))
+    if not reset_legacy:
+        raise KvpoolError('etcd at %s: %s. Fix: stop every master of the pool and run again with '
+                          'mooncake_master_oplog_reset_legacy: true, which deletes %s (that log\'s metadata is lost; '
+                          'check mode shows the keys), or turn the OpLog off (mooncake_master_oplog: false). Nothing '
+                          'was deleted.' % (endpoint, what, prefix), result=dict(oplog_namespace=found))
+    if leader:
+        raise KvpoolError('etcd at %s: %s, and the master %s leads cluster %s now, so the log was not deleted (it may '
+                          'still be written). Fix: stop every master of the pool first (site.yml --tags '
+                          'mooncake_master -e mooncake_master_state=stopped), then run again with '
+                          'mooncake_master_oplog_reset_legacy: true.' % (endpoint, what, leader, cid),
+                          result=dict(oplog_namespace=found))
+    if module.check_mode:
+        found['deleted'] = count
+        return found
+    status, body = http_status('http://%s/v3/kv/txn' % endpoint, timeout=5.0,
+                               data=_etcd.legacy_oplog_delete_txn(cid))
+    try:
+        if status != 200:
+            raise ValueError('HTTP %s' % (status or 'no answer'))
+        done, deleted = _etcd.parse_txn_deleted(body)
+    except ValueError as exc:
+        raise KvpoolError('etcd at %s did not delete the legacy OpLog namespace %s (%s). Fix: check the etcd members, '
+                          'or delete it by hand with the masters stopped: ETCDCTL_API=3 etcdctl --endpoints=%s del '
+                          '--prefix %s' % (endpoint, prefix, exc, endpoint, prefix),
+                          result=dict(oplog_namespace=found)) from exc
+    found['deleted'] = deleted if done else 0
+    return found
+
+
 def check_params(module):
     """Everything the argument spec cannot say, in one place; returns the environment (null values as empty
     strings). Raises KvpoolError naming the option, the value and the fix (``main()`` fails the task with it)."""
@@ -434,6 +553,9 @@ def check_params(module):
         raise KvpoolError('mooncake_version: %s' % exc) from exc
     if p['enable_ha'] and not _mooncake.split_endpoints(p['etcd_endpoints']):
         raise KvpoolError('enable_ha needs at least one etcd endpoint in etcd_endpoints')
+    if p['cluster_id'] and not _shared.NAME_RE.match(p['cluster_id']):
+        raise KvpoolError('cluster_id is %r: use letters, digits, ".", "_" and "-" (it is part of etcd keys: '
+                          'mooncake-store/<id>/master_view, /oplog/<id>/); role: kvpool_cluster_id' % p['cluster_id'])
     # A port in an address would reach the master's command line (--rpc_address=h:1), which it reads only at its
     # start; the ports are options of their own.
     for name, port_option in (('rpc_address', 'port'), ('metrics_address', 'metrics_port'),
@@ -461,6 +583,9 @@ def main():
             default_kv_lease_ttl=dict(type='int'),
             enable_ha=dict(type='bool', default=False),
             etcd_endpoints=dict(type='list', elements='str', default=[]),
+            cluster_id=dict(type='str'),
+            enable_oplog=dict(type='bool', default=False),
+            oplog_reset_legacy=dict(type='bool', default=False),
             enable_http_metadata_server=dict(type='bool', default=False),
             ha_name=dict(type='str', default='this host'),
             ha_peers=dict(type='list', elements='dict', default=[], options=dict(
@@ -521,6 +646,17 @@ def _run(module):
             module.warn(warning)
         argv = _mooncake.build_master_argv(binary, settings, p['extra_args'], p['mooncake_version'])
     result['argv'] = argv
+    result['oplog'] = '--enable_oplog=true' in argv
+    if result['oplog'] and p['container_step'] != 'gate':
+        # Read (and with oplog_reset_legacy, reset) before the master starts: a namespace it cannot start on is named
+        # here, not in a restart loop. The container's gate step ran the render step's read already.
+        peers_rpc = [str(peer.get('rpc') or '') for peer in p['ha_peers']]
+        own = _shared.format_host_port(p['rpc_address'], p['port'])
+        result['oplog_namespace'] = oplog_namespace(
+            module, _mooncake.split_endpoints(p['etcd_endpoints']), p['cluster_id'], [own] + peers_rpc,
+            p['oplog_reset_legacy'])
+        if result['oplog_namespace']['deleted'] and not module.check_mode:
+            result['changed'] = True
     spec = spec_for(p, result, UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
                     env=env, owner='ascend.kvpool.mooncake_master', devices=[], port=p['port'])
     last_health = {'body': None}

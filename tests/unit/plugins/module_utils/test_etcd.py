@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import io
 import json
 import os
@@ -283,3 +284,56 @@ def test_parse_member_add_raises_only_value_error(text):
         _etcd.parse_member_add(text)
     except ValueError:
         pass
+
+
+# --- the masters' OpLog namespace (recorded from the real etcd behind the real 0.3.13.post1 master) ---------------
+
+def test_the_recorded_log_of_the_new_format_is_read_as_such():
+    keys, count = _etcd.parse_range_keys(fixture('oplog_range_batch.json'))
+    assert count == 22 and len(keys) == 3 and keys[0] == '/oplog/exp7/batches/00000000000000000001'
+    assert _etcd.oplog_format('exp7', keys) == ('batch', [])
+
+
+def test_the_recorded_legacy_namespace_is_named_with_its_keys():
+    keys, count = _etcd.parse_range_keys(fixture('oplog_range_legacy.json'))
+    fmt, legacy = _etcd.oplog_format('pool9', keys)
+    assert count == 3 and fmt == 'legacy'
+    assert legacy == ['/oplog/pool9/00000000000000000001', '/oplog/pool9/00000000000000000002', '/oplog/pool9/latest']
+    # the same keys seen under another cluster id are not this pool's
+    assert _etcd.oplog_format('pool', keys) == ('empty', [])
+
+
+def test_no_log_and_the_guarded_delete_answers():
+    assert _etcd.parse_range_keys(fixture('oplog_range_empty.json')) == ([], 0)
+    assert _etcd.parse_txn_deleted(fixture('oplog_txn_deleted.json')) == (True, 3)
+    assert _etcd.parse_txn_deleted(fixture('oplog_txn_refused.json')) == (False, 0)
+
+
+def test_the_requests_cover_exactly_the_cluster_prefix():
+    body = _etcd.prefix_range_request('/oplog/a/', limit=100)
+    assert base64.b64decode(body['key']) == b'/oplog/a/' and base64.b64decode(body['range_end']) == b'/oplog/a0'
+    assert body['keys_only'] is True and body['limit'] == 100
+    txn = _etcd.legacy_oplog_delete_txn('a')
+    assert base64.b64decode(txn['compare'][0]['key']) == b'/oplog/a/durable_prefix'
+    assert txn['compare'][0]['create_revision'] == '0'  # only while no log of the new format is there
+    deleted = txn['success'][0]['request_delete_range']
+    assert (base64.b64decode(deleted['key']), base64.b64decode(deleted['range_end'])) == (b'/oplog/a/', b'/oplog/a0')
+
+
+@given(st.text(max_size=30))
+def test_a_prefix_range_holds_every_key_under_it_and_no_other(tail):
+    prefix = '/oplog/c/'
+    end = _etcd.prefix_range_end(prefix)
+    assert prefix.encode() <= (prefix + tail).encode('utf-8') < end
+    assert not prefix.encode() <= b'/oplog/c0' < end and not prefix.encode() <= b'/oplog/b/' < end
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+                    max_leaves=10))
+def test_a_peers_garbage_is_a_value_error_never_a_traceback(doc):
+    for parse in (_etcd.parse_range_keys, _etcd.parse_txn_deleted):
+        try:
+            parse(json.dumps(doc))
+        except ValueError:
+            pass

@@ -163,3 +163,27 @@ def test_log_errors_and_excerpt():
     excerpt = mc.log_excerpt(MASTER_LOG)
     assert 'Master service started' not in excerpt and 'InitGoogleLogging' not in excerpt
     assert 'W1129' in excerpt and 'Address already in use' in excerpt
+
+
+def test_the_oplog_is_rendered_only_where_the_release_has_it():
+    params = dict(enable_ha=True, etcd_endpoints=['e1:2379'], cluster_id='kvpool-1', enable_oplog=True)
+    for version, oplog in (('0.3.13.post1', True), ('', True), ('0.3.12.post1', False), ('0.3.9', False)):
+        argv = mc.build_master_argv('mooncake_master', mc.master_settings(params), None, version)
+        assert ('--enable_oplog=true' in argv) is oplog and mc.has_oplog(version) is oplog
+        assert '--cluster_id=kvpool-1' in argv
+    alone = mc.master_settings(dict(params, enable_ha=False))
+    assert 'cluster_id' not in alone and 'enable_oplog' not in alone
+    assert 'cluster_id' not in mc.master_settings(dict(params, cluster_id=''))
+
+
+def test_the_master_that_aborts_on_a_legacy_log_names_the_fix():
+    # the real 0.3.13.post1 master's last lines on a namespace of the older format (both checks it makes)
+    for line in ('E1206 03:57:53.854347 32723 oplog_batch_storage.cpp:495] Legacy OpLog latest key exists for '
+                 'cluster=exp5; clear the legacy OpLog namespace before enabling batch-record OpLog',
+                 'E1206 04:05:04.197358  3162 oplog_batch_storage.cpp:512] Legacy per-entry OpLog key exists for '
+                 'cluster=exp8; clear the legacy OpLog namespace before enabling batch-record OpLog'):
+        hint = mc.legacy_oplog_hint(line)
+        assert_names(hint, '/oplog/exp', 'mooncake_master_oplog_reset_legacy: true', 'mooncake_master_oplog: false')
+    assert mc.legacy_oplog_hint(MASTER_LOG) is None and mc.legacy_oplog_hint(None) is None
+    assert_names(mc.unknown_flag_hint("ERROR: unknown command line flag 'enable_oplog'"), '0.3.13',
+                 'mooncake_master_oplog: false')
