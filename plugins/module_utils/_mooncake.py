@@ -135,6 +135,12 @@ def unsupported_settings(settings, mooncake_version=None):
                     '%s is left out, so the master\'s /metrics and /health server listens on every address of the '
                     'host. Firewall its port, or run Mooncake 0.3.13 or later and declare it (mooncake_version; role: '
                     'mooncake_master_mooncake_version).' % (mooncake_version, settings['metrics_address'])))
+    if settings.get('enable_oplog') and names['enable_oplog'] is None:
+        out.append(('enable_oplog', 'Mooncake %s has no --enable_oplog (0.3.13 and later have it): the HA masters run '
+                    'without the OpLog, so a failover empties the pool\'s metadata (every object is computed again). '
+                    'Run Mooncake 0.3.13 or later and declare it (mooncake_version; role: '
+                    'mooncake_master_mooncake_version), or turn it off (role: mooncake_master_oplog: false).'
+                    % mooncake_version))
     return out
 
 

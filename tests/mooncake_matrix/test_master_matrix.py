@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / '.collections') not in sys.path:
     sys.path.insert(0, str(ROOT / '.collections'))
 
+from ansible.plugins.filter.core import get_hash  # noqa: E402
 from ansible.module_utils.common.validation import (  # noqa: E402
     check_type_bool, check_type_float, check_type_int, check_type_list, check_type_str,
 )
@@ -72,6 +73,7 @@ PARAM_TYPES = {
     'enable_ha': check_type_bool, 'enable_http_metadata_server': check_type_bool,
     'etcd_endpoints': lambda v: [check_type_str(e) for e in check_type_list(v)],
     'rpc_address': check_type_str, 'metrics_address': check_type_str, 'mooncake_version': check_type_str,
+    'cluster_id': check_type_str, 'enable_oplog': check_type_bool,
 }
 TUNABLES = {'max_threads': 32, 'client_ttl': 120, 'default_kv_lease_ttl': 11000,
             'eviction_high_watermark_ratio': 0.8, 'eviction_ratio': 0.1, 'enable_http_metadata_server': True,
@@ -137,7 +139,7 @@ def applied(name, value, line):
         return line.get('metrics_host') == value
     if name == 'max_threads':
         return num('rpc_thread_num', int) == value
-    if name in ('enable_ha', 'enable_http_metadata_server'):
+    if name in ('enable_ha', 'enable_http_metadata_server', 'enable_oplog'):
         return line.get(name) == ('1' if value else '0')
     if name == 'etcd_endpoints':
         return ';'.join(value) in (line.get('etcd_endpoints'), line.get('ha_backend_connstring'))
@@ -158,7 +160,7 @@ def _jinja():
             return int(value)
         except (TypeError, ValueError):
             return default
-    env.filters.update({'int': to_int, 'bool': check_type_bool})
+    env.filters.update({'int': to_int, 'bool': check_type_bool, 'hash': get_hash})
     return env
 
 
@@ -374,7 +376,10 @@ def scenario_params(version, scenario, base, taken):
         # The HTTP metadata server binds 0.0.0.0:8080 by default in every release: a port of its own instead.
         extra = ['--http_metadata_server_port=%d' % free_ports(1, taken)[0], '--http_metadata_server_host=127.0.0.1']
     elif scenario == 'ha':
-        params.update(enable_ha=True, etcd_endpoints=['127.0.0.1:%d' % p for p in free_ports(3, taken)])
+        # What the role renders with kvpool_master_ha (the pool's --cluster_id, --enable_oplog where the release has
+        # it), with three etcd endpoints where nothing listens.
+        params = dict(role_params(dict(HOST_VARS, kvpool_master_ha=True)), port=port, metrics_port=metrics_port,
+                      mooncake_version=version, etcd_endpoints=['127.0.0.1:%d' % p for p in free_ports(3, taken)])
     return params, extra
 
 
@@ -490,6 +495,14 @@ def test_role_params():
     assert params['enable_ha'] is False and params['etcd_endpoints'] == []
     # 0 keeps Mooncake's default: the task omits these; an empty address is omitted too
     assert not {'max_threads', 'client_ttl', 'default_kv_lease_ttl'} & set(params)
+    assert 'cluster_id' not in params and params['enable_oplog'] is False  # without HA: neither
+    ha = role_params(dict(HOST_VARS, kvpool_master_ha=True, groups={'mooncake_master': ['node2', 'node1']}))
+    assert ha['enable_ha'] is True and ha['enable_oplog'] is True
+    # the pool's id, from the master group's host names in any order
+    assert re.match(r'^kvpool-[0-9a-f]{10}$', ha['cluster_id'])
+    assert ha['cluster_id'] == role_params(dict(HOST_VARS, kvpool_master_ha=True,
+                                                groups={'mooncake_master': ['node1', 'node2']}))['cluster_id']
+    assert role_params(dict(HOST_VARS, kvpool_master_ha=True, kvpool_cluster_id='pool-a'))['cluster_id'] == 'pool-a'
     no_address = role_params(dict(HOST_VARS, mooncake_master_rpc_address='', mooncake_master_metrics_address=''))
     assert 'rpc_address' not in no_address and 'metrics_address' not in no_address
 
