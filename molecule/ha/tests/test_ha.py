@@ -117,6 +117,93 @@ def cross_node_hit(writer, reader, text):
     return status == 200 and lib.metric(ENDPOINT[reader], HITS) - before >= 256
 
 
+# Test equipment: a Mooncake store client run in a mock node (its system python3 has the real wheel), with the
+# node's mooncake.json and the pool's cluster id; transport tcp (the mock nodes have no Ascend transport). A writer
+# puts the keys and stays alive (its segment holds the objects) until its stop file appears; a reader counts the keys
+# a get finds.
+POOL_CLIENT = r"""
+import json, os, sys, time
+a = json.loads(sys.argv[1])
+os.environ["MC_STORE_CLUSTER_ID"] = a["cluster_id"]
+from mooncake.store import MooncakeDistributedStore
+cfg = json.load(open("/etc/ascend-kvpool/mooncake.json"))
+s = MooncakeDistributedStore()
+rc = s.setup(a["host"], cfg.get("metadata_server", "P2PHANDSHAKE"), 64 * 1024 * 1024 if a["mode"] == "put" else 0,
+             16 * 1024 * 1024, "tcp", "", cfg["master_server_address"])
+if rc != 0:
+    print(json.dumps({"error": "setup returned %s" % rc}), flush=True)
+    sys.exit(3)
+if a["mode"] == "put":
+    done = sum(1 for k in a["keys"] if s.put(k, k.encode() * 256) == 0)
+    print(json.dumps({"put": done}), flush=True)
+    while not os.path.exists(a["stop"]):
+        time.sleep(0.2)
+else:
+    print(json.dumps({"found": sum(1 for k in a["keys"] if s.get(k))}), flush=True)
+"""
+
+
+def cluster_id():
+    """The pool's --cluster_id, as the master's unit runs it."""
+    rc, out = lib.sh(CONTAINER[MASTERS[0]], 'systemctl show -p ExecStart --value kvpool-mooncake-master')
+    found = re.search(r'--cluster_id=([A-Za-z0-9_.-]+)', out)
+    assert rc == 0 and found, out
+    return found.group(1)
+
+
+class PoolObjects(object):
+    """``count`` objects put into the pool by a store client on ``node`` (kept alive while the drill runs)."""
+
+    def __init__(self, node, count, tag):
+        self.node, self.keys, self.stop = node, ['%s-%d-%d' % (tag, int(time.time()), i) for i in range(count)], \
+            '/tmp/kvpool-drill-%s.stop' % tag
+        self.args = dict(cluster_id=cluster_id(), keys=self.keys, stop=self.stop)
+        self.proc = None
+
+    def __enter__(self):
+        lib.sh(CONTAINER[self.node], 'rm -f %s' % self.stop)
+        args = json.dumps(dict(self.args, mode='put', host=ADDRESS[self.node]))
+        self.proc = subprocess.Popen(['docker', 'exec', CONTAINER[self.node], 'python3', '-c', POOL_CLIENT, args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+        line = self.proc.stdout.readline()
+        assert json.loads(line or '{}').get('put') == len(self.keys), line
+        return self
+
+    def found(self, node):
+        """How many of the keys a get on ``node`` finds (None: the client failed)."""
+        args = json.dumps(dict(self.args, mode='get', host=ADDRESS[node]))
+        done = subprocess.run(['docker', 'exec', CONTAINER[node], 'python3', '-c', POOL_CLIENT, args],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                              timeout=60, check=False)
+        lines = [x for x in done.stdout.splitlines() if x.startswith('{')]
+        return json.loads(lines[-1]).get('found') if lines else None
+
+    def __exit__(self, *exc):
+        lib.sh(CONTAINER[self.node], 'touch %s' % self.stop)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+QUERIES = 'vllm:external_prefix_cache_queries_total'
+
+
+def dataset_hit_rate(node, prompts):
+    """The external (pool) hit rate of ``prompts`` sent to ``node``: pool hit tokens over the tokens looked up."""
+    hits, queries = lib.metric(ENDPOINT[node], HITS), lib.metric(ENDPOINT[node], QUERIES)
+    for text in prompts:
+        assert completion(node, text)[0] == 200
+    asked = lib.metric(ENDPOINT[node], QUERIES) - queries
+    return round((lib.metric(ENDPOINT[node], HITS) - hits) / asked, 3) if asked else 0.0
+
+
+def master_metric(node, name):
+    status, body = lib.http('http://%s:9003/metrics' % ADDRESS[node], timeout=2)
+    found = re.search(r'^%s (\S+)$' % re.escape(name), body or '', re.M) if status == 200 else None
+    return float(found.group(1)) if found else None
+
+
 def restarts(node):
     rc, out = lib.sh(CONTAINER[node], 'systemctl show -p NRestarts --value %s; '
                                       'systemctl show -p MainPID --value %s' % (UNIT, UNIT))
@@ -215,24 +302,72 @@ def test_one_leader_one_standby_and_the_etcd_address(deployed):
     print('HA: leader %s, standby %s, etcd members node1-3 healthy, etcd leader node3' % (lead, standby))
 
 
-def kill_leader_drill(policy):
-    """kill -9 of the leader's mooncake_master under a steady load; returns the figures (and asserts the goals)."""
+def etcd_last_seq(cid):
+    """The last sequence id of the pool's OpLog that etcd holds (its durable_prefix), or None."""
+    rc, out = etcdctl('get --print-value-only /oplog/%s/durable_prefix' % cid)
+    try:
+        return int(json.loads(out.strip().splitlines()[-1])['last_seq'])
+    except (ValueError, KeyError, IndexError):
+        return None
+
+
+def kill_leader_drill(policy, oplog=True, objects=32, standby_down=False):
+    """kill -9 of the leader's mooncake_master under a steady load; returns the figures (and asserts the goals).
+
+    Before the kill, ``objects`` objects go into the pool from node3 (a store client that stays alive) and the
+    benchmark's step-3 dataset (16 random prompts of 512 words, benchmark.yml's generator) is computed on node3 and
+    replayed on node1 (its pool hit rate before). After the kill, once the pool serves again: how many of the objects
+    a get finds on node1 and node2, and the hit rate of the same dataset replayed on node2. ``standby_down``: the
+    standby's master is stopped while the objects go in and started again before the kill (does it catch up?)."""
     old = leader()
+    standby = [n for n in MASTERS if n != old][0]
+    cid = cluster_id()
     assert lib.wait_for(lambda: cross_node_hit('node1', 'node2', prompt('before')), 20, 0.5) is not None
     kept = prompt('kept')  # an object in the pool before the switch
     assert cross_node_hit('node2', 'node1', kept)
-    before = dict((n, restarts(n)) for n in NODES)
-    with Load(NODES) as load:
-        time.sleep(1.0)
-        killed = time.monotonic()
-        lib.sh(CONTAINER[old], 'systemctl kill -s KILL kvpool-mooncake-master')
-        # systemd starts the killed master again within a second: it competes for the lease with the standby, so
-        # either may be the next leader (both have empty metadata). The RPC port of the killed one closed at once.
-        t_serving = lib.wait_for(lambda: serving(MASTERS), 30)
-        new = [n for n in MASTERS if master_view(n)[2]]
-        t_pool = lib.wait_for(lambda: cross_node_hit('node1', 'node3', prompt('after')), 60, 0.2)
-        t_pool = None if t_pool is None else round(t_pool + (t_serving or 0), 1)
-        time.sleep(2.0)
+    catch_up = ''
+    if standby_down:
+        lib.sh(CONTAINER[standby], 'systemctl stop kvpool-mooncake-master')
+    dataset = _loadgen.make_dataset(int(time.time()), 16, 512)['prompts']
+    for text in dataset:
+        assert completion('node3', text)[0] == 200
+    assert lib.puts_settled(ENDPOINT['node3'], timeout=20)
+    rate_before = dataset_hit_rate('node1', dataset)
+    with PoolObjects('node3', objects, 'drill-%s' % policy) as pool:
+        found_before = dict((n, pool.found(n)) for n in ('node1', 'node2'))
+        if standby_down:
+            seq = etcd_last_seq(cid)
+            applied_before = master_metric(standby, 'ha_oplog_applied_sequence_id')
+            lib.sh(CONTAINER[standby], 'systemctl start kvpool-mooncake-master')
+            # caught up: its OpLog state machine WATCHING (3) the log again, with entries applied and no lag
+            t_up = lib.wait_for(lambda: master_metric(standby, 'ha_standby_state') == 3
+                                and (master_metric(standby, 'ha_oplog_applied_sequence_id') or 0) > 0
+                                and master_metric(standby, 'ha_oplog_standby_lag') == 0
+                                and master_view(standby)[0] == 'standby', 60, 0.1)
+            catch_up = ('; the standby %s, stopped while they went in, applied the log up to %s (etcd: %s) %s s '
+                        'after its start' % (standby, master_metric(standby, 'ha_oplog_applied_sequence_id'), seq,
+                                             '%.1f' % t_up if t_up is not None else 'never'))
+            assert t_up is not None, catch_up
+            assert applied_before is None  # it was down
+        before = dict((n, restarts(n)) for n in NODES)
+        with Load(NODES) as load:
+            time.sleep(1.0)
+            killed = time.monotonic()
+            lib.sh(CONTAINER[old], 'systemctl kill -s KILL kvpool-mooncake-master')
+            # systemd starts the killed master again within a second: it competes for the lease with the standby,
+            # so either may be the next leader. The RPC port of the killed one closed at once.
+            t_serving = lib.wait_for(lambda: serving(MASTERS), 30)
+            new = [n for n in MASTERS if master_view(n)[2]]
+            t_pool = lib.wait_for(lambda: cross_node_hit('node1', 'node3', prompt('after')), 60, 0.2)
+            t_pool = None if t_pool is None else round(t_pool + (t_serving or 0), 1)
+            time.sleep(2.0)
+        # the objects, from both nodes: with the OpLog the new leader has their metadata, and a get finds them once
+        # node3's client has mounted its segment again (NEED_REMOUNT), a few seconds
+        waited = time.monotonic()
+        t_found = lib.wait_for(lambda: pool.found('node1') == objects, 30 if oplog else 0, 0.5)
+        found_after = dict((n, pool.found(n)) for n in ('node1', 'node2'))
+        t_found = None if t_found is None else round(waited - killed + t_found, 1)
+    rate_after = dataset_hit_rate('node2', dataset)
     failed = load.failed()
     during = [r for r in load.results if r[0] >= killed]
     new = new[0] if len(new) == 1 else None
@@ -243,33 +378,47 @@ def kill_leader_drill(policy):
     hits_before = lib.metric(ENDPOINT['node3'], HITS)
     completion('node3', kept)
     kept_tokens = lib.metric(ENDPOINT['node3'], HITS) - hits_before
-    print('failover kill -9 (%s): leader %s killed; leader %s serving %.1f s after the kill (goal <= %.0f s: %s), '
-          'cross-node put/get again after %s s; requests failed %d of %d sent after the kill (%s); instances '
-          'restarted: %s; the other master: %s; object put before the kill: %d of its tokens loaded from '
-          'the pool after (%s)'
-          % (policy, old, new, t_serving or -1, GOAL_SERVING_S,
+    print('failover kill -9 (%s, OpLog %s): leader %s killed; leader %s serving %.1f s after the kill (goal <= %.0f s: '
+          '%s), cross-node put/get again after %s s; requests failed %d of %d sent after the kill (%s); instances '
+          'restarted: %s; the other master: %s; objects put before the kill, found by a get: node1 %s -> %s, node2 '
+          '%s -> %s of %d (all again %s s after the kill); the benchmark\'s step-3 dataset replayed: pool hit rate '
+          '%.3f before (node1), %.3f after (node2); a prompt computed before the kill: %d of its tokens from the '
+          'pool after%s'
+          % (policy, 'on' if oplog else 'off', old, new, t_serving or -1, GOAL_SERVING_S,
              'met' if t_serving is not None and t_serving <= GOAL_SERVING_S else 'MISSED',
              t_pool or 'never', len(failed), len(during), policy,
              dict((n, after[n][0] - before[n][0]) for n in NODES), [views[n][0] for n in other],
-             kept_tokens, 'lost: the new leader starts with empty metadata' if kept_tokens == 0 else 'kept'))
+             found_before['node1'], found_after['node1'], found_before['node2'], found_after['node2'], objects,
+             t_found if t_found is not None else 'never', rate_before, rate_after, kept_tokens, catch_up))
     for r in failed:
         print('  failed request: %.1f s after the kill to %s: %s %s' % (r[0] - killed, r[1], r[2], r[3]))
     assert t_serving is not None and t_pool is not None and new is not None
     assert after == before, 'an instance restarted: %s -> %s' % (before, after)   # kept serving, no restart
     for n in other:  # the standby names the leader
         assert views[n][0] == 'standby' and views[n][1] == '%s:50088' % ADDRESS[new], views
-    return dict(serving=t_serving, pool=t_pool, failed=len(failed), sent=len(during), kept=kept_tokens)
+    assert found_before == {'node1': objects, 'node2': objects}, found_before
+    return dict(serving=t_serving, pool=t_pool, failed=len(failed), sent=len(during), kept=kept_tokens,
+                found=found_after, rate_before=rate_before, rate_after=rate_after, objects=objects)
 
 
-def test_kill_9_of_the_leader_with_recompute(deployed):
+def test_kill_9_of_the_leader_with_recompute_and_the_oplog(deployed):
+    """The OpLog on (the role's default with Mooncake 0.3.13.post1): the pool keeps its objects through the switch,
+    and a standby that was down while they went in catches up when it comes back."""
     assert site(extra_vars={'vllm_instance_kv_load_failure_policy': 'recompute'}).rc == 0
-    figures = kill_leader_drill('recompute')
+    figures = kill_leader_drill('recompute', standby_down=True)
     assert figures['failed'] == 0
+    assert figures['found'] == {'node1': figures['objects'], 'node2': figures['objects']}, figures
+    assert figures['rate_before'] > 0.5 and figures['rate_after'] >= figures['rate_before'] - 0.1, figures
 
 
-def test_kill_9_of_the_leader_with_fail(deployed):
-    assert site(extra_vars={'vllm_instance_kv_load_failure_policy': 'fail'}).rc == 0
-    kill_leader_drill('fail')
+def test_kill_9_of_the_leader_with_fail_and_without_the_oplog(deployed):
+    """The same drill with the OpLog off (mooncake_master_oplog: false), in the same run: the difference."""
+    run = site(extra_vars={'vllm_instance_kv_load_failure_policy': 'fail', 'mooncake_master_oplog': False})
+    assert run.rc == 0
+    assert 'OpLog off (mooncake_master_oplog is false): a failover empties the pool' in flat(run.stdout)
+    figures = kill_leader_drill('fail', oplog=False)
+    assert figures['found'] == {'node1': 0, 'node2': 0}, figures  # the new leader's metadata is empty
+    assert figures['rate_after'] < figures['rate_before'], figures
 
 
 def test_the_leaders_node_crashes_and_comes_back(deployed):
