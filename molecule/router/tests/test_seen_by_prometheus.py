@@ -32,6 +32,11 @@ SIGNALS = {
     'KvpoolPutFailuresRising': 'kvpool_master:put_failures:rate5m / (kvpool_master:put_requests:rate5m > 0)',
     'KvpoolGetFailuresRising': 'kvpool_master:get_failures:rate5m / (kvpool_master:get_requests:rate5m > 0)',
     'KvpoolClientsDropped': 'master_active_clients',
+    # The OpLog gauges: a master of 0.3.13 exports them at 0 with OpLog off too (the scenario's).
+    'KvpoolMasterStandbyLagging': 'ha_oplog_standby_lag',
+    'KvpoolMasterStandbyFailed': 'ha_standby_state',
+    'KvpoolMasterStandbyNotWatching': 'ha_standby_state',
+    'KvpoolMasterOplogWritesPending': 'ha_pending_mutation_queue_size',
 }
 MASTER_UNIT = 'kvpool-mooncake-master'
 
