@@ -267,8 +267,8 @@ def leader_name(listed, status):
 
 
 # Mooncake's leader key (mooncake-store include/master_config.h): the leader writes its RPC address there under an
-# etcd lease; clients read it to find the master. The cluster id is the master's --cluster_id (the collection leaves
-# Mooncake's default).
+# etcd lease; clients read it to find the master. The cluster id is the master's --cluster_id and the store clients'
+# MC_STORE_CLUSTER_ID: the pool's kvpool_cluster_id with HA masters; this is Mooncake's default.
 DEFAULT_CLUSTER_ID = 'mooncake_cluster'
 
 

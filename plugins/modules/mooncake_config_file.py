@@ -81,8 +81,17 @@ options:
       - C(host:port) (C([v6]:port) for IPv6) of the Mooncake master's RPC port to connect to before writing, as in
         the document's C(master_server_address). Not checked when empty.
       - For HA masters the C(etcd://e1:2379;e2:2379;...) address - a majority of the etcd members must answer
-        C(/health) from the node, the leader key C(mooncake-store/mooncake_cluster/master_view) must name a master,
-        and that master must accept the connection.
+        C(/health) from the node, the leader key C(mooncake-store/<cluster id>/master_view) (O(cluster_id)) must
+        name a master, and that master must accept the connection.
+    type: str
+    default: ''
+  cluster_id:
+    description:
+      - The pool's cluster id in etcd, the masters' C(--cluster_id) and the store clients' C(MC_STORE_CLUSTER_ID).
+        The leader key read for HA masters is C(mooncake-store/<cluster_id>/master_view).
+      - Empty is Mooncake's default, C(mooncake_cluster). Only read when O(master) is an C(etcd://) address.
+      - The role C(ascend.kvpool.mooncake_config) passes C(mooncake_config_cluster_id) (the pool's
+        C(kvpool_cluster_id) with HA masters).
     type: str
     default: ''
   connect_timeout:
@@ -139,7 +148,10 @@ proof_exists:
   returned: always
   type: bool
 master_connect:
-  description: The connection to O(master) (C(ok), C(error) empty when it connected, C(ms)); empty without O(master).
+  description:
+    - The connection to O(master) (C(ok), C(error) empty when it connected, C(ms)); empty without O(master).
+    - For HA masters also C(leader) (the master the leader key names), C(leader_key) (the key read,
+      C(mooncake-store/<cluster_id>/master_view)) and C(etcd_healthy) (the etcd members that answered C(/health)).
   returned: always
   type: dict
   sample: {"ok": true, "error": "", "ms": 0.4}
@@ -248,10 +260,10 @@ def _non_finite(value, where='config'):
     return ''
 
 
-def reach_ha_master(address, timeout):
+def reach_ha_master(address, timeout, cluster_id=''):
     """HA masters (``etcd://e1;e2;...``): a majority of the etcd members answers ``/health`` from this node, the
-    leader key names a master, and that master accepts a TCP connection; KvpoolError naming what failed and the
-    fix."""
+    leader key of ``cluster_id`` (``mooncake-store/<cluster_id>/master_view``; '' is Mooncake's default) names a
+    master, and that master accepts a TCP connection; KvpoolError naming what failed and the fix."""
     try:
         endpoints = _etcd.split_etcd_address(address)
     except ValueError as exc:
@@ -268,7 +280,7 @@ def reach_ha_master(address, timeout):
         raise KvpoolError('%s, so mooncake.json was not written. Fix: start the etcd members (role '
                           'ascend.kvpool.kvpool_etcd, site.yml --tags etcd) and check that this node reaches their '
                           'client port' % problem)
-    key = _etcd.master_view_key()
+    key = _etcd.master_view_key(cluster_id or _etcd.DEFAULT_CLUSTER_ID)
     status, body = http_status('http://%s/v3/kv/range' % healthy[0], timeout=timeout,
                                data=_etcd.range_request(key))
     why = ''
@@ -282,27 +294,30 @@ def reach_ha_master(address, timeout):
                           'it is healthy (etcdctl endpoint health)' % (healthy[0], key, status or 'no answer', why,
                                                                        healthy[0]))
     if not leader:
-        raise KvpoolError('no Mooncake master is leader in etcd (%s is empty), so mooncake.json was not written. '
-                          'Fix: start the masters in HA mode (role ascend.kvpool.mooncake_master with '
-                          'mooncake_master_enable_ha) against the same etcd endpoints' % key)
+        raise KvpoolError('no Mooncake master is leader in etcd under cluster id %s (%s is empty), so mooncake.json '
+                          'was not written. Fix: start the masters in HA mode (role ascend.kvpool.mooncake_master '
+                          'with mooncake_master_enable_ha) against the same etcd endpoints and with --cluster_id=%s; '
+                          'the masters and the store clients take it from kvpool_cluster_id (cluster_id of this '
+                          'module, mooncake_config_cluster_id of the role)'
+                          % (cluster_id or _etcd.DEFAULT_CLUSTER_ID, key, cluster_id or _etcd.DEFAULT_CLUSTER_ID))
     result = try_connect(leader, timeout)
     if not result['ok']:
         raise KvpoolError('etcd names %s as the leading Mooncake master, but this node cannot reach it: %s (within '
                           '%.1f s), so mooncake.json was not written. Fix: check that the master listens on an '
                           'address this node reaches (mooncake_master_rpc_address) and that no firewall blocks the '
                           'port' % (leader, result['error'], timeout))
-    return dict(result, leader=leader, etcd_healthy=healthy)
+    return dict(result, leader=leader, leader_key=key, etcd_healthy=healthy)
 
 
-def reach_master(target, timeout):
+def reach_master(target, timeout, cluster_id=''):
     """The connection to the master's ``host:port`` (``{}`` without a target), or for HA masters to the leader etcd
-    names; KvpoolError naming the fix when it is malformed or refused."""
+    names under ``cluster_id``; KvpoolError naming the fix when it is malformed or refused."""
     if not target:
         return {}
     if not 0 < timeout <= 60:
         raise KvpoolError('connect_timeout is %s: give a number of seconds above 0 and at most 60' % timeout)
     if str(target).startswith('etcd://'):
-        return reach_ha_master(target, timeout)
+        return reach_ha_master(target, timeout, cluster_id)
     try:
         host, port = split_target(target)
     except ValueError as exc:
@@ -395,7 +410,7 @@ def _run(module):
     if old is not None and not proven and old != text.encode('utf-8'):
         raise not_ours(path, 'replaced')  # before any other step, in check mode too
 
-    reached = reach_master(module.params['master'], module.params['connect_timeout'])
+    reached = reach_master(module.params['master'], module.params['connect_timeout'], module.params['cluster_id'])
     try:
         old_mode = stat.S_IMODE(os.stat(path).st_mode) if old is not None else None
     except OSError:
@@ -426,6 +441,7 @@ def main():
             proof=dict(type='path'),
             master=dict(type='str', default=''),
             connect_timeout=dict(type='float', default=3.0),
+            cluster_id=dict(type='str', default=''),
         ),
         required_if=[('state', 'present', ('config',))],
         supports_check_mode=True,

@@ -85,6 +85,16 @@ options:
   protocol:
     description: Transport for the probe. Unset uses the C(protocol) of O(config_path).
     type: str
+  cluster_id:
+    description:
+      - The pool's cluster id in etcd, given to the store clients as C(MC_STORE_CLUSTER_ID), as to the instances.
+        With HA masters (an C(etcd://) master address) a client reads the leader's address from the key
+        C(mooncake-store/<cluster_id>/master_view), which the masters write under their C(--cluster_id).
+      - Empty sets no C(MC_STORE_CLUSTER_ID) (Mooncake's default, which a client of a single master never reads).
+        The role C(ascend.kvpool.mooncake_config) passes C(mooncake_config_cluster_id) (the pool's
+        C(kvpool_cluster_id) with HA masters).
+    type: str
+    default: ''
   use_config_sizes:
     description:
       - Register the C(global_segment_size) and C(local_buffer_size) of O(config_path) instead of probe-sized ones.
@@ -241,6 +251,9 @@ def emit(res):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 signal.alarm(max(1, int(a["timeout"])))
+if a.get("cluster_id"):
+    # The HA leader is looked up under mooncake-store/<MC_STORE_CLUSTER_ID>/master_view: the pool's, as the instances.
+    os.environ["MC_STORE_CLUSTER_ID"] = a["cluster_id"]
 try:
     from mooncake.store import MooncakeDistributedStore
 except Exception as exc:
@@ -401,14 +414,20 @@ def check_master(module, address, who):
                           result=dict(master_server_address=address))
 
 
-def setup_hint(res):
+def setup_hint(res, address='', cluster_id=''):
     """After a failed store setup: which Python and Mooncake the client ran, and the fix for a client of another
-    release than the master's (its setup fails with RPC_FAIL / "invalid rpc arg")."""
+    release than the master's (its setup fails with RPC_FAIL / "invalid rpc arg"); with HA masters (``etcd://``),
+    the leader key the client looked up (its MC_STORE_CLUSTER_ID)."""
     if not res or res.get('stage') != 'setup':
         return ''
+    ha = ''
+    if str(address).startswith('etcd://'):
+        ha = ('. With HA masters the client looks the leader up under mooncake-store/%s/master_view: the masters\' '
+              '--cluster_id must be the same (both come from kvpool_cluster_id; cluster_id, role variable '
+              'mooncake_config_cluster_id)' % (cluster_id or '<Mooncake\'s default, no MC_STORE_CLUSTER_ID>'))
     return ('. The store client ran %s (Mooncake %s); a client of another Mooncake release than the master\'s fails '
             'its setup: set python (role variable mooncake_config_probe_python) to the Python of the master\'s '
-            'release' % (res.get('python') or 'python', res.get('mooncake_version') or 'of unknown version'))
+            'release%s' % (res.get('python') or 'python', res.get('mooncake_version') or 'of unknown version', ha))
 
 
 def client_log(backend, unit):
@@ -471,7 +490,8 @@ def read(module, backend, python, args, base, address, who, result):
                           % (who, why, p['key'], log), result=result)
     if not res.get('ok'):
         raise KvpoolError('%s (%s): could not read %s from the pool through master %s: %s%s. Last lines:\n%s'
-                          % (who, p['local_hostname'], p['key'], address, res.get('error'), setup_hint(res), log),
+                          % (who, p['local_hostname'], p['key'], address, res.get('error'),
+                             setup_hint(res, address, p['cluster_id']), log),
                           result=result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     if p['expected_sha256'] and res['sha256'] != p['expected_sha256'].lower():
@@ -521,6 +541,7 @@ def main():
             local_hostname=dict(type='str'),
             node_name=dict(type='str'),
             protocol=dict(type='str'),
+            cluster_id=dict(type='str', default=''),
             use_config_sizes=dict(type='bool', default=False),
             timeout=dict(type='float', default=60),
             hold_seconds=dict(type='float', default=600),
@@ -588,6 +609,7 @@ def _run(module):
         'local_hostname': p['local_hostname'], 'metadata_server': cfg.get('metadata_server') or 'P2PHANDSHAKE',
         'protocol': p['protocol'] or cfg.get('protocol') or 'tcp', 'device_name': cfg.get('device_name') or '',
         'master_server_address': address, 'global_segment_size': seg, 'local_buffer_size': buf,
+        'cluster_id': p['cluster_id'],
     }
     check_master(module, address, who)
 
@@ -613,7 +635,8 @@ def _run(module):
         why = res.get('error') if res else (
             'no result after %.1f s%s' % (p['timeout'], ' (timed out)' if timed_out else ''))
         raise KvpoolError('%s (%s): could not write %s to the pool through master %s: %s%s (%s). Last lines of '
-                          '%s:\n%s' % (who, p['local_hostname'], p['key'], address, why, setup_hint(res), stopped,
+                          '%s:\n%s' % (who, p['local_hostname'], p['key'], address, why,
+                                       setup_hint(res, address, p['cluster_id']), stopped,
                                        holder, tail), result=result)
     result.update(sha256=res['sha256'], size_bytes=res['size'], **figures(res, res['size']))
     return result

@@ -29,6 +29,9 @@ setting                                read by             what the plan does
                                        .post1, CANN HCCL
 ``VLLM_HOST_IP`` (env)                 vLLM's get_ip(),    the node's data-plane address
                                        every line          (:func:`data_plane_address`)
+``MC_STORE_CLUSTER_ID`` (env)          Mooncake's store    the pool's cluster id (``kvpool_cluster_id``)
+                                       client (HA leader   with HA masters; none without
+                                       lookup), every line
 ``local_hostname`` (mooncake.json)     no line (v0.11.0rc0 not written (role mooncake_config)
                                        only)
 ``kv_load_failure_policy`` (top)       every release       rendered when set (``recompute`` or ``fail``,
@@ -108,6 +111,10 @@ _DOC = 'docs/source/user_guide/feature_guide/kv_pool.md'
 _TUTORIAL = 'docs/source/tutorials/features/pd_colocated_mooncake_multi_instance.md'
 _ADT = 'mooncake-transfer-engine/src/transport/ascend_transport/ascend_direct_transport'
 _CLIENT = 'mooncake-store/src/client_service.cpp'
+# Where the store client reads MC_STORE_CLUSTER_ID for its HA leader key, per Mooncake tag (v0.3.9: MasterViewHelper;
+# from v0.3.10 the etcd leader coordinator's ResolveClusterNamespace, the client passing no namespace of its own).
+_CLUSTER_ID_READ = {'v0.3.9': 'mooncake-store/src/ha_helper.cpp:9',
+                    'v0.3.11.post1': 'mooncake-store/src/ha/leadership/backends/etcd/etcd_leader_coordinator.cpp:368'}
 # The line number of each read in mooncake_backend.py per line (v0.22, v0.23, v0.25).
 _BE_LINES = {
     'metadata_server': (296, 306, 299), 'global_segment_size': (300, 310, 303), 'local_buffer_size': (302, 312, 305),
@@ -180,6 +187,10 @@ def _release_reads():
                                                      fabric_client), fabric_rendered))
         rows.append(('LD_LIBRARY_PATH', line, 'environment', 'the dynamic loader (documented by the tag)', ld_source,
                      ld_rendered))
+        rows.append(('MC_STORE_CLUSTER_ID', line, 'environment', 'Mooncake (store client, its HA leader lookup)',
+                     'Mooncake@%s:%s' % (mooncake, _CLUSTER_ID_READ[mooncake]),
+                     "the pool's cluster id, kvpool_cluster_id (vllm_instance_mooncake_cluster_id), with HA masters "
+                     '(kvpool_master_ha); none without'))
     return tuple(rows)
 
 
@@ -194,6 +205,8 @@ BACKENDS = ('mooncake', 'memcache', 'yuanrong')
 KV_ROLES = ('kv_both', 'kv_producer', 'kv_consumer')
 NPU_TYPES = ('a2', 'a3')
 GUIDE_ASCEND_BUFFER_POOL = '4:8'
+# The store client's cluster id in etcd (HA masters): Mooncake reads the leader at mooncake-store/<id>/master_view.
+CLUSTER_ID_ENV = 'MC_STORE_CLUSTER_ID'
 ASCEND_LD_LIBRARY_PATH = '/usr/local/Ascend/ascend-toolkit/latest/python/site-packages'
 
 VERSION_RE = re.compile(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([A-Za-z0-9.+-]*)\s*$')
@@ -394,8 +407,11 @@ def render_kv_transfer_config(profile, lookup_rpc_port=0, connector='', kv_role=
 
 
 def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip='', ascend_buffer_pool=None,
-               extra_env=None, where='vllm_instance'):
-    """(environment dict, warnings, errors) of one instance for the declared version."""
+               extra_env=None, where='vllm_instance', cluster_id=''):
+    """(environment dict, warnings, errors) of one instance for the declared version.
+
+    ``cluster_id`` is the pool's cluster id in etcd (HA masters; '' renders none): ``MC_STORE_CLUSTER_ID``, under
+    which Mooncake's store client looks up the leading master (``mooncake-store/<id>/master_view``)."""
     warnings, errors = [], []
     env = {}
     if not mooncake_config_path:
@@ -433,6 +449,16 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
                       'pool over RoCE declare vllm_instance_npu_type: a2, which renders HCCL_INTRA_ROCE_ENABLE=1 as '
                       'kv_pool.md gives it for A3 RoCE' % (where, fabric))
         user.pop('ASCEND_ENABLE_USE_FABRIC_MEM')
+    theirs = user.get(CLUSTER_ID_ENV)
+    if cluster_id and theirs is not None and str(theirs) != str(cluster_id):
+        errors.append('%s: %s=%s in the environment differs from the pool\'s cluster id %s (the HA masters\' '
+                      '--cluster_id): the store clients would look up the leading master under '
+                      'mooncake-store/%s/master_view, which no master of the pool writes, and fail their setup ("No '
+                      'master is available"). Remove %s from vllm_instance_environment and the instance\'s '
+                      'environment, and set kvpool_cluster_id instead (the masters, the instances and the pool '
+                      'probe all take it from there)'
+                      % (where, CLUSTER_ID_ENV, theirs, cluster_id, theirs, CLUSTER_ID_ENV))
+        user.pop(CLUSTER_ID_ENV)
     for name, key in (('MOONCAKE_MASTER', 'master_server_address'),
                       ('MOONCAKE_GLOBAL_SEGMENT_SIZE', 'global_segment_size')):
         if name in user:
@@ -453,6 +479,8 @@ def render_env(profile, devices, mooncake_config_path, python_hash_seed, host_ip
     elif profile.get('default_buffer_pool'):
         env['ASCEND_BUFFER_POOL'] = profile['default_buffer_pool']
     env.update(transfer)
+    if cluster_id:
+        env[CLUSTER_ID_ENV] = str(cluster_id)
     env.update(user)
     return env, warnings, errors
 
@@ -600,7 +628,8 @@ def plan_instances(instances, settings, host='this host'):
     the flags of ``_vllm.SERVE_FLAGS``, by their names: ``{'vllm_instance_dtype': 'bfloat16', ...}``,
     :data:`ROLE_FLAG_VARS`), listen_host, host_ip, kv_connector, kv_role, kv_connector_extra_config,
     register_buffer, ascend_buffer_pool, kv_transfer_extra, kv_load_failure_policy, environment, python_hash_seed,
-    ld_library_path, mooncake_install, mooncake_site_packages, mooncake_config_path, extra_args, reserved_ports;
+    ld_library_path, mooncake_install, mooncake_site_packages, mooncake_config_path, mooncake_cluster_id (the
+    pool's cluster id with HA masters: every instance's ``MC_STORE_CLUSTER_ID``), extra_args, reserved_ports;
     node_address (where other hosts reach the node: its ``ansible_host``, else ``host``); and data_address (the
     node's data-plane address, ``mooncake_config_node_address``, else ``ansible_host``: :func:`data_plane_address`,
     the plan's ``data_address`` and every instance's ``VLLM_HOST_IP``).
@@ -748,7 +777,8 @@ def plan_instances(instances, settings, host='this host'):
               list(raw.get('extra_args') or []), 'vllm_instance_api_key')
         env, warn, err = render_env(profile, devices, settings.get('mooncake_config_path'),
                                     settings.get('python_hash_seed'), host_ip,
-                                    settings.get('ascend_buffer_pool'), user_env, where)
+                                    settings.get('ascend_buffer_pool'), user_env, where,
+                                    settings.get('mooncake_cluster_id') or '')
         inst['env'] = env
         inst['uses_local_buffer'] = uses_local_buffer(env)
         raw_warnings.extend((where, w) for w in warn)

@@ -35,7 +35,9 @@ def _default(name, node_address):
         return [dict(i, port=_SHARED['kvpool_defaults_instance_port']) for i in value]
     if isinstance(value, str) and '{{' in value:
         return {'vllm_instance_listen_host': node_address,
-                'vllm_instance_mooncake_config_path': _SHARED['kvpool_defaults_mooncake_config_path']}[name]
+                'vllm_instance_mooncake_config_path': _SHARED['kvpool_defaults_mooncake_config_path'],
+                # kvpool_defaults_store_cluster_id without HA masters (the readers' tests run none)
+                'vllm_instance_mooncake_cluster_id': ''}[name]
     return value
 
 

@@ -28,8 +28,11 @@ INVENTORY = {'all': {'hosts': {'prom': {}}, 'children': {
     'other': {'hosts': {'node5': {'ansible_host': '10.0.0.5'}}}}}}
 
 
-def planned(tmp_path, group_vars, extra=None, host_vars=None):
-    """{host: [instance URL, ...]} of the hosts plan.yml planned."""
+URLS = "{{ vllm_instance_plan.instances | map(attribute='url') | list | to_json }}"
+
+
+def planned(tmp_path, group_vars, extra=None, host_vars=None, content=URLS):
+    """{host: [instance URL, ...]} of the hosts plan.yml planned (``content``: another view of each plan)."""
     (tmp_path / 'group_vars').mkdir()
     (tmp_path / 'group_vars' / 'all.yml').write_text(yaml.safe_dump(dict(
         group_vars, ansible_connection='local', ansible_python_interpreter=sys.executable)))
@@ -42,7 +45,7 @@ def planned(tmp_path, group_vars, extra=None, host_vars=None):
     (tmp_path / 'pb.yml').write_text(yaml.safe_dump([
         {'ansible.builtin.import_playbook': str(ROOT / 'playbooks' / 'plan.yml')},
         {'hosts': 'all', 'gather_facts': False, 'tasks': [{'ansible.builtin.copy': {
-            'content': "{{ vllm_instance_plan.instances | map(attribute='url') | list | to_json }}",
+            'content': content,
             'dest': str(out) + '/{{ inventory_hostname }}.json'}, 'when': 'vllm_instance_plan is defined'}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / 'ansible.cfg'))
     argv = [str(PLAYBOOK), '-i', str(tmp_path / 'hosts.yml'), str(tmp_path / 'pb.yml')]
@@ -73,3 +76,17 @@ def test_shared_defaults_set_in_group_vars_or_host_vars_take_effect(tmp_path):
     hosts = planned(tmp_path, {'kvpool_defaults_node_group': 'bench_nodes', 'kvpool_defaults_instance_port': 9100},
                     host_vars={'node3': {'kvpool_defaults_instance_port': 9200}})
     assert hosts == {'node2': ['http://10.0.0.2:9100'], 'node3': ['http://10.0.0.3:9200']}
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
+@pytest.mark.parametrize('group_vars, cluster_id', [
+    ({'kvpool_master_ha': True, 'kvpool_cluster_id': 'pool-a'}, 'pool-a'),
+    # unpinned: derived from the master group's hosts (kvpool_defaults_cluster_id): none here, sha1 of ''
+    ({'kvpool_master_ha': True}, 'kvpool-da39a3ee5e'),
+    ({'kvpool_cluster_id': 'pool-a'}, '(unset)'),             # no HA masters: the clients read no cluster id
+])
+def test_the_instances_get_the_pools_cluster_id_with_ha_masters_only(tmp_path, group_vars, cluster_id):
+    content = "{{ vllm_instance_plan.instances | map(attribute='env') | map(attribute='MC_STORE_CLUSTER_ID', " \
+              "default='(unset)') | list | to_json }}"
+    hosts = planned(tmp_path, group_vars, content=content)
+    assert hosts == {'node1': [cluster_id], 'node2': [cluster_id]}

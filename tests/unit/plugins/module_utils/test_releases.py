@@ -278,3 +278,36 @@ def test_mooncake_overrides_in_the_environment_are_warned(name, key):
     p = plan(version='v0.25.1rc1', environment={name: '10.0.0.9:50088'})
     assert p['errors'] == [] and p['instances'][0]['env'][name] == '10.0.0.9:50088'
     assert_names('\n'.join(p['warnings']), 'node1', name, key, 'mooncake.json', 'remove %s' % name)
+
+
+@pytest.mark.parametrize('version', [r[0] for r in RELEASES])
+def test_ha_instances_get_the_pools_cluster_id_and_others_none(version):
+    # With HA masters the store clients look the leader up under mooncake-store/<MC_STORE_CLUSTER_ID>/master_view:
+    # the role passes the pool's id (kvpool_cluster_id), "" without HA.
+    ha = plan(version=version, mooncake_cluster_id='kvpool-0123456789')
+    assert ha['errors'] == [] and ha['warnings'] == []
+    assert ha['instances'][0]['env']['MC_STORE_CLUSTER_ID'] == 'kvpool-0123456789'
+    for single in (plan(version=version), plan(version=version, mooncake_cluster_id='')):
+        assert single['errors'] == [] and 'MC_STORE_CLUSTER_ID' not in single['instances'][0]['env']
+
+
+@pytest.mark.parametrize('where', ['role', 'instance'])
+def test_another_cluster_id_in_the_environment_is_an_error_naming_the_instance_and_the_fix(where):
+    theirs = {'MC_STORE_CLUSTER_ID': 'mooncake_cluster'}
+    instances = [{'devices': [0, 1, 2, 3], 'port': 8002, 'name': 'prefill'}]
+    if where == 'instance':
+        instances[0]['environment'] = theirs
+    p = plan(instances, mooncake_cluster_id='kvpool-0123456789', environment=theirs if where == 'role' else {})
+    [error] = p['errors']
+    assert_names(error, 'node1: instance prefill', 'MC_STORE_CLUSTER_ID=mooncake_cluster', 'kvpool-0123456789',
+                 'mooncake-store/mooncake_cluster/master_view', 'vllm_instance_environment', 'set kvpool_cluster_id')
+    # the pool's id is what the instance would have got, never the other value
+    assert p['instances'][0]['env']['MC_STORE_CLUSTER_ID'] == 'kvpool-0123456789'
+
+
+def test_the_pools_own_cluster_id_in_the_environment_is_fine():
+    same = plan(mooncake_cluster_id='kvpool-0123456789', environment={'MC_STORE_CLUSTER_ID': 'kvpool-0123456789'})
+    assert same['errors'] == [] and same['instances'][0]['env']['MC_STORE_CLUSTER_ID'] == 'kvpool-0123456789'
+    # without HA masters the pool has no id and the store client reads none: the operator's value is passed on
+    single = plan(environment={'MC_STORE_CLUSTER_ID': 'mine'})
+    assert single['errors'] == [] and single['instances'][0]['env']['MC_STORE_CLUSTER_ID'] == 'mine'

@@ -8,10 +8,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import json
 import os
 import socket
 import stat
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -150,3 +153,77 @@ def test_a_directory_at_the_path_or_a_file_above_it_is_named(capsys, tmp_path):
     assert res['failed'], res
     assert_names(res['msg'], 'afile is a file', 'not a directory', 'remove it or choose another')
     assert (tmp_path / 'afile').read_text() == 'x'
+
+
+class LeaderEtcd(object):
+    """SIMULATED etcd on 127.0.0.1 (its HTTP gateway): /health healthy; /v3/kv/range answers ``leader`` for the key
+    ``key`` only, no key for any other (as etcd does), and records the keys read."""
+
+    def __init__(self, key, leader):
+        reads = self.reads = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self._answer(b'{"health":"true"}')
+
+            def do_POST(self):  # noqa: N802
+                asked = base64.b64decode(json.loads(self.rfile.read(int(self.headers['Content-Length'])))['key'])
+                reads.append(asked.decode('utf-8'))
+                kvs = [{'key': base64.b64encode(asked).decode('ascii'),
+                        'value': base64.b64encode(leader.encode('utf-8')).decode('ascii')}] if asked == key.encode(
+                    'utf-8') else []
+                self._answer(json.dumps({'header': {}, 'kvs': kvs} if kvs else {'header': {}}).encode('utf-8'))
+
+            def _answer(self, body):
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.srv = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.address = 'etcd://127.0.0.1:%d' % self.srv.server_address[1]
+        thread = threading.Thread(target=self.srv.serve_forever)
+        thread.daemon = True
+        thread.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def ha_pool():
+    """A leader listening on loopback, named by a SIMULATED etcd under the pool's cluster id kvpool-0123456789."""
+    with socket.socket() as leader:
+        leader.bind(('127.0.0.1', 0))
+        leader.listen(4)
+        etcd = LeaderEtcd('mooncake-store/kvpool-0123456789/master_view', '127.0.0.1:%d' % leader.getsockname()[1])
+        try:
+            yield etcd
+        finally:
+            etcd.close()
+
+
+def test_ha_masters_are_found_under_the_pools_cluster_id(capsys, tmp_path, ha_pool):
+    path = tmp_path / 'mooncake.json'
+    res = run(capsys, path=str(path), config=DOC, master=ha_pool.address, cluster_id='kvpool-0123456789',
+              connect_timeout=2.0)
+    assert res['changed'] and not res.get('failed'), res
+    assert ha_pool.reads == ['mooncake-store/kvpool-0123456789/master_view']
+    assert res['master_connect']['ok'] and res['master_connect']['leader_key'] == ha_pool.reads[0]
+    assert json.loads(path.read_text()) == DOC
+
+
+@pytest.mark.parametrize('cluster_id, key', [
+    ('', 'mooncake-store/mooncake_cluster/master_view'),       # none given: Mooncake's default
+    ('kvpool-other', 'mooncake-store/kvpool-other/master_view'),
+])
+def test_a_leader_key_of_another_cluster_id_is_named_with_the_fix(capsys, tmp_path, ha_pool, cluster_id, key):
+    path = tmp_path / 'mooncake.json'
+    res = run(capsys, path=str(path), config=DOC, master=ha_pool.address, cluster_id=cluster_id, connect_timeout=2.0)
+    assert res['failed'] and ha_pool.reads == [key], res
+    assert_names(res['msg'], 'no Mooncake master is leader', key, 'is empty', 'was not written',
+                 '--cluster_id=%s' % key.split('/', 2)[1], 'kvpool_cluster_id', 'mooncake_config_cluster_id')
+    assert not path.exists()

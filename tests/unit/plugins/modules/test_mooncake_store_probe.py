@@ -49,6 +49,8 @@ class MooncakeDistributedStore(object):
         with open(os.path.join(ROOT, "setup-%d.json" % os.getpid()), "w") as fh:
             json.dump([local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
                        device_name, master_server_address], fh)
+        with open(os.path.join(ROOT, "env-%d.json" % os.getpid()), "w") as fh:  # what the real client reads at setup
+            json.dump({"MC_STORE_CLUSTER_ID": os.environ.get("MC_STORE_CLUSTER_ID")}, fh)
         if os.environ.get("FAKE_SETUP_HANG"):
             time.sleep(3600)
         return int(os.environ.get("FAKE_SETUP_RC", "0"))
@@ -189,6 +191,16 @@ def setups(env):
         if name.startswith('setup-'):
             with open(str(env['store'] / name)) as fh:
                 out.append(json.load(fh))
+    return out
+
+
+def cluster_ids(env):
+    """The MC_STORE_CLUSTER_ID every client had at its setup (None: unset), in the order of their pids."""
+    out = []
+    for name in sorted(os.listdir(str(env['store']))):
+        if name.startswith('env-'):
+            with open(str(env['store'] / name)) as fh:
+                out.append(json.load(fh)['MC_STORE_CLUSTER_ID'])
     return out
 
 
@@ -339,3 +351,29 @@ def test_a_transfer_failure_that_lasts_ends_before_the_timeout_and_says_so(env, 
     attempts = int(res['msg'].split('put returned -800 (')[1].split(' ')[0])
     assert attempts >= 2 and 'timed out' not in res['msg']
     assert not env['backend'].transient_alive(HOLDER)
+
+
+def test_the_clients_get_the_pools_cluster_id_and_none_without_it(env, capsys, monkeypatch):
+    # With HA masters a store client reads the leader under mooncake-store/<MC_STORE_CLUSTER_ID>/master_view: the
+    # writer and the readers get the pool's id, as the instances do.
+    monkeypatch.delenv('MC_STORE_CLUSTER_ID', raising=False)
+    put = run(env, capsys, mode='put', local_hostname='10.0.0.1', cluster_id='kvpool-0123456789')
+    got = run(env, capsys, mode='get', expected_sha256=put['sha256'], local_hostname='10.0.0.2',
+              cluster_id='kvpool-0123456789')
+    assert not got.get('failed') and cluster_ids(env) == ['kvpool-0123456789'] * 2, got
+    run(env, capsys, mode='remove')
+    for name in os.listdir(str(env['store'])):
+        os.unlink(str(env['store'] / name))
+    run(env, capsys, mode='get', local_hostname='10.0.0.2')       # no cluster id: the variable is not set at all
+    assert cluster_ids(env) == [None]
+
+
+def test_a_failed_setup_behind_ha_masters_names_the_leader_key_and_the_variable(env, capsys, monkeypatch):
+    (env['tmp'] / 'ha.json').write_text(json.dumps({'metadata_server': 'P2PHANDSHAKE', 'protocol': 'tcp',
+                                                    'master_server_address': 'etcd://127.0.0.1:2379'}))
+    monkeypatch.setenv('FAKE_SETUP_RC', '-600')  # Mooncake: "No master is available in HA backend"
+    res = run(env, capsys, mode='get', local_hostname='10.0.0.2', node_name='node2',
+              config_path=str(env['tmp'] / 'ha.json'), cluster_id='kvpool-0123456789')
+    assert res['failed'] and cluster_ids(env) == ['kvpool-0123456789'], res
+    assert_names(res['msg'], 'node2', 'store setup returned -600', 'mooncake-store/kvpool-0123456789/master_view',
+                 '--cluster_id', 'kvpool_cluster_id', 'mooncake_config_cluster_id')

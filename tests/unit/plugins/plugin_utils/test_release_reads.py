@@ -77,3 +77,7 @@ def test_the_plan_renders_what_the_table_says(line):
     assert ld == ([vllm_plan.ASCEND_LD_LIBRARY_PATH] if line == 'v0.22'
                   else [vllm_plan.ASCEND_LD_LIBRARY_PATH + '/mooncake', vllm_plan.ASCEND_LD_LIBRARY_PATH])
     assert rows['local_hostname'][3].startswith('nobody') and vllm_plan.READS_LOCAL_HOSTNAME is False
+    assert 'MC_STORE_CLUSTER_ID' not in a2['env'] and rows['MC_STORE_CLUSTER_ID'][5].endswith('none without')
+    ha = plan(version=tag, mooncake_cluster_id='kvpool-0123456789')['instances'][0]
+    assert ha['env']['MC_STORE_CLUSTER_ID'] == 'kvpool-0123456789'
+    assert 'kvpool_cluster_id' in rows['MC_STORE_CLUSTER_ID'][5]
