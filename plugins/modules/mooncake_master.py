@@ -140,6 +140,8 @@ ha:
         and their OpLog under C(/oplog/<id>/). Every store client of the pool needs the same id in its environment
         (C(MC_STORE_CLUSTER_ID)); the roles give both the pool's id (C(kvpool_cluster_id)).
       - Unset or empty leaves Mooncake's default, C(mooncake_cluster). Every release from 0.3.9 has the flag.
+      - The master also gets it as C(MC_STORE_CLUSTER_ID) in its environment: the master of Mooncake 0.3.9 builds its
+        leader key from that variable only (default C(mooncake)), 0.3.11 and later from C(--cluster_id).
     type: str
   enable_oplog:
     description:
@@ -622,6 +624,16 @@ def _run(module):
     module.no_log_values.update(_secrets.env_secret_values(module.params['env'])
                                 + _secrets.secret_values(module.params.get('extra_args')))
     env = check_params(module)
+    if p['enable_ha'] and p['cluster_id']:
+        # The same id in the environment: Mooncake 0.3.9's master builds its leader key from MC_STORE_CLUSTER_ID only
+        # (default "mooncake"; its --cluster_id does not change the key), 0.3.11 and later from --cluster_id (measured
+        # on the PyPI wheels). Both given, every release writes mooncake-store/<id>/master_view.
+        if env.get('MC_STORE_CLUSTER_ID', p['cluster_id']) != p['cluster_id']:
+            raise KvpoolError('env sets MC_STORE_CLUSTER_ID=%s, but the pool\'s cluster_id is %s: the master would '
+                              'write its leader key under the one, the clients look under the other. Remove it from '
+                              'env (role: mooncake_master_environment) and set kvpool_cluster_id instead'
+                              % (env['MC_STORE_CLUSTER_ID'], p['cluster_id']))
+        env['MC_STORE_CLUSTER_ID'] = p['cluster_id']
 
     # Each server is polled where it listens: its bind address, or loopback when it binds all addresses.
     host = p['health_host'] or _shared.probe_host(p['rpc_address'])

@@ -192,3 +192,13 @@ def test_a_cluster_id_that_is_no_etcd_key_part_is_refused(manager, capsys, etcd)
     res = ha(manager, capsys, etcd({}), cluster_id='my pool/1')
     assert res['failed']
     assert_names(res['msg'], 'cluster_id', 'my pool/1', 'kvpool_cluster_id')
+
+
+def test_the_master_gets_the_id_in_its_environment_too(manager, capsys, etcd):
+    # Mooncake 0.3.9's master builds its leader key from MC_STORE_CLUSTER_ID only (measured on the PyPI wheel)
+    res = ha(manager, capsys, etcd({}), mooncake_version='0.3.9', check=True, diff=True)
+    assert 'MC_STORE_CLUSTER_ID=%s' % CID in res['diff']['after']
+    res = ha(manager, capsys, etcd({}), env={'MC_STORE_CLUSTER_ID': 'mooncake'})
+    assert res['failed']
+    assert_names(res['msg'], 'MC_STORE_CLUSTER_ID=mooncake', CID, 'kvpool_cluster_id')
+    assert manager.calls == []
