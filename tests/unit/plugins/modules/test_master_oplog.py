@@ -64,9 +64,12 @@ class FakeEtcd(object):
         if path == '/v3/kv/range':
             keys = self._keys(body)
             shown = keys[:body['limit']] if body.get('limit') else keys
-            kvs = [dict(key=base64.b64encode(k.encode()).decode(), create_revision='3', mod_revision='3', version='1',
-                        **({} if body.get('keys_only') else {'value': base64.b64encode(self.data[k].encode()).decode()}))
-                   for k in shown]
+            kvs = []
+            for k in shown:
+                kv = dict(key=base64.b64encode(k.encode()).decode(), create_revision='3', mod_revision='3', version='1')
+                if not body.get('keys_only'):
+                    kv['value'] = base64.b64encode(self.data[k].encode()).decode()
+                kvs.append(kv)
             return dict(header=header, **({'kvs': kvs, 'count': str(len(keys))} if keys else {}))
         compare = body['compare'][0]
         held = base64.b64decode(compare['key']).decode() in self.data
