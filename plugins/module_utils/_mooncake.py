@@ -366,6 +366,27 @@ def parse_ha_health(body):
             'leader_address': str(data.get('leader_address') or '')}
 
 
+_APPLIED_SEQ = re.compile(r'^ha_oplog_applied_sequence_id\s+([0-9.eE+]+)\s*$', re.M)
+
+
+def oplog_applied(metrics_text):
+    """The master's ``ha_oplog_applied_sequence_id`` (the last OpLog entry a standby applied) from its ``/metrics``,
+    None when it does not export it."""
+    m = _APPLIED_SEQ.search(metrics_text or '')
+    try:
+        return int(float(m.group(1))) if m else None
+    except ValueError:
+        return None
+
+
+def wedged_standby(namespace_format, view, applied):
+    """Whether a standby can never serve again: it applied OpLog entries (``applied`` > 0), and etcd holds no log at
+    all (``namespace_format`` ``empty``: etcd lost its data, or the namespace was deleted). Measured with 0.3.13.post1:
+    elected leader, it retries forever with ``Failed to promote standby for serve: INCOMPLETE_OPLOG_CATCH_UP`` and
+    keeps the leader key, so no master serves; a restarted process promotes at once."""
+    return namespace_format == 'empty' and bool(applied) and bool(view) and view.get('role') == 'standby'
+
+
 def ha_silent(master):
     """Whether a master showed nothing at all: its RPC port neither accepted nor refused (a timeout, an unreachable
     host) and its health endpoint gave no HA view. Only a refused connection (the host answers, no RPC port bound)

@@ -110,22 +110,7 @@ options:
       - Lease of a KV object in milliseconds (C(--default_kv_lease_ttl)).
       - Keep it above C(ASCEND_TRANSFER_TIMEOUT), or reads fail with C(LEASE_EXPIRED) (-707) under load.
     type: int
-  enable_oplog:
-  description: Whether the master runs with C(--enable_oplog) (HA metadata replicated through etcd).
-  returned: always
-  type: bool
-  sample: true
-oplog_namespace:
-  description:
-    - With O(enable_oplog) and a release that has it, the OpLog namespace in etcd as read before the master started.
-    - C(format) is C(empty), C(batch) (the log of Mooncake 0.3.13 and later) or C(legacy); C(keys) the number of its
-      keys; C(leader) what the leader key names (empty without a leader); C(deleted) the keys deleted by
-      O(oplog_reset_legacy) (in check mode, those that would be).
-  returned: when the namespace was read
-  type: dict
-  sample: {"cluster_id": "kvpool-33d2331b2a", "endpoint": "172.31.250.11:2379", "format": "batch", "keys": 22,
-           "leader": "172.31.250.11:50088", "deleted": 0}
-ha:
+  enable_ha:
     description: Run the master in HA mode with etcd (C(--enable_ha)); needs O(etcd_endpoints) and O(rpc_address).
     type: bool
     default: false
@@ -136,18 +121,18 @@ ha:
     default: []
   cluster_id:
     description:
-      - In HA mode, the pool's id in etcd (C(--cluster_id)): the masters' leader key C(mooncake-store/<id>/master_view)
+      - In HA mode, the pool's id in etcd (C(--cluster_id)), for the masters' leader key C(mooncake-store/<id>/master_view)
         and their OpLog under C(/oplog/<id>/). Every store client of the pool needs the same id in its environment
         (C(MC_STORE_CLUSTER_ID)); the roles give both the pool's id (C(kvpool_cluster_id)).
       - Unset or empty leaves Mooncake's default, C(mooncake_cluster). Every release from 0.3.9 has the flag.
-      - The master also gets it as C(MC_STORE_CLUSTER_ID) in its environment: the master of Mooncake 0.3.9 builds its
+      - The master also gets it as C(MC_STORE_CLUSTER_ID) in its environment, as the master of Mooncake 0.3.9 builds its
         leader key from that variable only (default C(mooncake)), 0.3.11 and later from C(--cluster_id).
     type: str
   enable_oplog:
     description:
-      - In HA mode, replicate the master's metadata through etcd (C(--enable_oplog), Mooncake 0.3.13 and later): a
+      - In HA mode, replicate the master's metadata through etcd (C(--enable_oplog), Mooncake 0.3.13 and later), so a
         standby replays the log, so the objects of the pool are still found after a failover (docs/ha.md has the
-        figures). Left out where the declared O(mooncake_version) has no such flag (RV(oplog) false): a failover then
+        figures). Left out where the declared O(mooncake_version) has no such flag (RV(oplog) false); a failover then
         empties the pool's metadata.
       - Before the master starts, the log's namespace in etcd is read (RV(oplog_namespace)). One of the older
         per-entry format, which the master refuses (it aborts), fails the task naming the key, the etcd endpoint and
@@ -368,6 +353,28 @@ ready_seconds:
   returned: always
   type: float
   sample: 0.21
+oplog:
+  description: Whether the master runs with C(--enable_oplog) (HA metadata replicated through etcd).
+  returned: always
+  type: bool
+  sample: true
+oplog_namespace:
+  description:
+    - With O(enable_oplog) and a release that has it, the OpLog namespace in etcd as read before the master started.
+    - C(format) is C(empty), C(batch) (the log of Mooncake 0.3.13 and later) or C(legacy); C(keys) the number of its
+      keys; C(leader) what the leader key names (empty without a leader); C(deleted) the keys deleted by
+      O(oplog_reset_legacy) (in check mode, those that would be).
+  returned: when the namespace was read
+  type: dict
+  sample: {"cluster_id": "kvpool-33d2331b2a", "endpoint": "172.31.250.11:2379", "format": "batch", "keys": 22,
+           "leader": "172.31.250.11:50088", "deleted": 0}
+oplog_restart:
+  description:
+    - Why a running master was restarted for its OpLog - a standby that had applied the log while etcd holds none of
+      it (etcd lost its data, or the namespace was deleted). Such a master never serves (it retries
+      C(INCOMPLETE_OPLOG_CATCH_UP) forever, measured with Mooncake 0.3.13.post1); a new process does.
+  returned: when it happened
+  type: str
 ha:
   description: In HA mode, the election as the gate last saw it - C(leader) (RPC address of the master serving),
     C(leader_name), C(standbys) (names of the masters whose RPC port refused the connection or whose health endpoint
@@ -658,6 +665,7 @@ def _run(module):
             module.warn(warning)
         argv = _mooncake.build_master_argv(binary, settings, p['extra_args'], p['mooncake_version'])
     result['argv'] = argv
+    state = p['state']
     result['oplog'] = '--enable_oplog=true' in argv
     if result['oplog'] and p['container_step'] != 'gate':
         # Read (and with oplog_reset_legacy, reset) before the master starts: a namespace it cannot start on is named
@@ -669,6 +677,18 @@ def _run(module):
             p['oplog_reset_legacy'])
         if result['oplog_namespace']['deleted'] and not module.check_mode:
             result['changed'] = True
+        if p['state'] == 'started' and result['oplog_namespace']['format'] == 'empty':
+            # A standby whose applied log is gone from etcd never promotes (INCOMPLETE_OPLOG_CATCH_UP): its process
+            # is restarted, which costs nothing (it serves no RPC) and lets it, or another master, lead again.
+            status, body = http_status(endpoints['health'], timeout=1.0)
+            view = _mooncake.parse_ha_health(body) if status == 200 else None
+            applied = _mooncake.oplog_applied(http_status(endpoints['metrics'], timeout=1.0)[1])
+            if _mooncake.wedged_standby('empty', view, applied):
+                state = 'restarted'
+                result['oplog_restart'] = ('a standby that had applied the OpLog up to %d, and etcd holds no log of '
+                                           'cluster %s (etcd lost its data, or the log was deleted): it could never '
+                                           'serve (INCOMPLETE_OPLOG_CATCH_UP), so it was restarted'
+                                           % (applied, result['oplog_namespace']['cluster_id']))
     spec = spec_for(p, result, UNIT, 'Mooncake master of the KV cache pool (ascend.kvpool)', argv or ['/bin/true'],
                     env=env, owner='ascend.kvpool.mooncake_master', devices=[], port=p['port'])
     last_health = {'body': None}
@@ -708,7 +728,7 @@ def _run(module):
         return [('one leader serving RPC, the other masters standby', ha_view)]
 
     lifecycle = lifecycle_for(module, backend_for(module, p['container']), 'mooncake_master', finish=real_master)
-    return lifecycle.ensure(spec, p['state'], result, gate,
+    return lifecycle.ensure(spec, state, result, gate,
                             explain=explainer(None if p['enable_ha'] else p['port'], last_health),
                             peer_gate=peer_gate if p['enable_ha'] else None,
                             port_taken=None if p['enable_ha'] else (lambda: tcp_open(host, p['port'], timeout=0.5)))

@@ -205,3 +205,49 @@ def test_the_master_gets_the_id_in_its_environment_too(manager, capsys, etcd):
     assert res['failed']
     assert_names(res['msg'], 'MC_STORE_CLUSTER_ID=mooncake', CID, 'kvpool_cluster_id')
     assert manager.calls == []
+
+
+class FakeMasterAdmin(object):
+    """The admin server of a running master (GET /health, /metrics), as 0.3.13.post1 answers them."""
+
+    def __init__(self, role, applied):
+        self.port = free_port()
+        health = json.dumps({'status': 'ok', 'role': role, 'ha_state': 'standby' if role == 'standby' else 'serving',
+                             'service_ready': role != 'standby', 'leader_address': '127.0.0.2:1',
+                             'view_version': 10}).encode()
+        metrics = ('# TYPE ha_oplog_applied_sequence_id gauge\nha_oplog_applied_sequence_id %d\n' % applied).encode()
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = health if self.path == '/health' else metrics
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.srv = ThreadingHTTPServer(('127.0.0.1', self.port), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.mark.parametrize('role, applied, data, restarted', [
+    ('standby', 283, {}, True),                                                  # etcd lost the log it applied
+    ('standby', 0, {}, False),                                                   # a fresh standby: nothing applied
+    ('standby', 283, {'/oplog/%s/durable_prefix' % CID: '{}'}, False),           # the log is there
+    ('leader', 283, {}, False),                                                  # a serving leader is left alone
+])
+def test_a_standby_whose_log_etcd_lost_is_restarted(manager, capsys, etcd, role, applied, data, restarted):
+    admin = FakeMasterAdmin(role, applied)
+    try:
+        res = ha(manager, capsys, etcd(data), metrics_port=admin.port, check=True)
+    finally:
+        admin.close()
+    assert ('oplog_restart' in res) is restarted, res
+    if restarted:
+        assert_names(res['oplog_restart'], '283', CID, 'INCOMPLETE_OPLOG_CATCH_UP', 'restarted')
+        assert res['changed'] and res['action'] in ('started', 'restarted')  # no unit yet in the fake manager
