@@ -122,8 +122,9 @@ options:
   cluster_id:
     description:
       - In HA mode, the pool's id in etcd (C(--cluster_id)), for the masters' leader key
-        C(mooncake-store/<id>/master_view) and their OpLog under C(/oplog/<id>/). Every store client of the pool needs the same id in its environment
-        (C(MC_STORE_CLUSTER_ID)); the roles give both the pool's id (C(kvpool_cluster_id)).
+        C(mooncake-store/<id>/master_view) and their OpLog under C(/oplog/<id>/). Every store client of the pool
+        needs the same id in its environment (C(MC_STORE_CLUSTER_ID)); the roles give both the pool's id
+        (C(kvpool_cluster_id)).
       - Unset or empty leaves Mooncake's default, C(mooncake_cluster). Every release from 0.3.9 has the flag.
       - The master also gets it as C(MC_STORE_CLUSTER_ID) in its environment, as the master of Mooncake 0.3.9 builds its
         leader key from that variable only (default C(mooncake)), 0.3.11 and later from C(--cluster_id).
