@@ -538,6 +538,9 @@ def _initial_flags(module, p, members, endpoints, argv, result):
 
 # Seconds for the TCP connection to each member's client port after etcdctl reached none (quorum lost or down?).
 MEMBER_CONNECT_TIMEOUT = 1.0
+# Seconds a member list that got no answer from members that accept connections is asked again (a leader being
+# elected: etcd's election timeout is 1 s here) before the members are taken to lack a quorum.
+QUORUM_GRACE = 6.0
 
 # What etcdctl (3.4, 3.5) prints when no endpoint answers: the dial or the request ran out of time, or was refused.
 UNREACHABLE = ('context deadline exceeded', 'deadlineexceeded', 'connection refused', 'no route to host',
@@ -551,13 +554,25 @@ def _member_list(module, p, endpoints):
     says it could not reach them, and none accepts a TCP connection: ``_require_no_member_up``). Any other failure,
     and an answer that is not a member list (whatever the exit code), is a ServiceError naming etcdctl: never "no
     other member answers", which would bootstrap a second cluster."""
-    rc, out, err = _etcdctl(module, p, endpoints, 'member', 'list')
     command = 'ETCDCTL_API=3 %s --endpoints=%s member list -w json' % (p['etcdctl'], ','.join(endpoints))
-    if rc != 0:
-        said = (err or out or '').strip()
-        if any(word in said.lower() for word in UNREACHABLE):
-            _require_no_member_up(p, endpoints, command, said)
+    rc, out, err = _etcdctl(module, p, endpoints, 'member', 'list')
+    said = (err or out or '').strip()
+    if rc != 0 and _unreachable(said):
+        up = [e for e in endpoints if try_connect(e, MEMBER_CONNECT_TIMEOUT)['ok']]
+        # Members that accept connections and answer endpoint status ran a cluster; they may be electing its leader
+        # right now (the members of a first deploy started in parallel: refused once on the mock cluster when asked
+        # at that moment), so the list is asked again for QUORUM_GRACE s before a missing quorum is concluded.
+        deadline = time.monotonic() + QUORUM_GRACE
+        while up and time.monotonic() < deadline and _served_a_cluster(p, up):
+            time.sleep(0.5)
+            rc, out, err = _etcdctl(module, p, endpoints, 'member', 'list')
+            said = (err or out or '').strip()
+            if rc == 0 or not _unreachable(said):
+                break
+        if rc != 0 and _unreachable(said):
+            _require_no_member_up(p, endpoints, command, said, up)
             return None
+    if rc != 0:
         raise ServiceError('etcd member %s: `%s` failed (rc %s): %s. Whether the other members run a cluster is '
                            'unknown, so nothing was changed. Fix: run it on the node and repair etcdctl (the etcdctl '
                            'option) or the members it names' % (p['name'], command, rc, said[-300:] or 'no output'))
@@ -570,12 +585,17 @@ def _member_list(module, p, endpoints):
                            % (p['name'], command, exc)) from exc
 
 
-def _require_no_member_up(p, endpoints, command, said):
+def _unreachable(said):
+    return any(word in said.lower() for word in UNREACHABLE)
+
+
+def _require_no_member_up(p, endpoints, command, said, up=None):
     """After etcdctl said it reached no endpoint: nothing when no endpoint accepts a TCP connection either (none
     runs: a first deploy). etcdctl says "context deadline exceeded" too when the members run but have no quorum (the
     member list is linearizable: it needs a leader); then a member that accepts connections is a ServiceError naming
     it, never "no other member answers", which would bootstrap a new cluster beside the live one."""
-    up = [e for e in endpoints if try_connect(e, MEMBER_CONNECT_TIMEOUT)['ok']]
+    if up is None:
+        up = [e for e in endpoints if try_connect(e, MEMBER_CONNECT_TIMEOUT)['ok']]
     if up and not _served_a_cluster(p, up):
         # They accept connections but answer no request: etcd serves clients only once its member is ready (it has
         # reached a leader), so these members are starting in the same bootstrap as this one (a first deploy, the

@@ -296,6 +296,32 @@ def test_etcdctl_that_hangs_is_killed_at_our_timeout(tmp_path, monkeypatch):
     assert rc == -9 and 'timed out' in err
 
 
+def test_a_member_list_asked_while_the_members_elect_is_asked_again(tmp_path):
+    """A first deploy: the other members started in parallel accept connections but answer the member list only once
+    they have elected a leader (refused once on the mock cluster when asked at that moment). The list is asked again
+    for QUORUM_GRACE s, and the answer then read (one member list recorded from etcd 3.4.23)."""
+    import socket
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils', 'fixtures', 'etcd')
+    counter = tmp_path / 'asked'
+    stub = tmp_path / 'etcdctl'
+    stub.write_text('#!/bin/sh\ncase "$*" in *"endpoint status"*) cat %s; exit 0;; esac\n'
+                    'echo x >> %s\nif [ "$(wc -l < %s)" -lt 3 ]; then\n'
+                    '  echo "Error: context deadline exceeded" >&2; exit 1\nfi\ncat %s\n'
+                    % (os.path.join(fixtures, 'endpoint_status_3.json'), counter, counter,
+                       os.path.join(fixtures, 'member_list_3.json')))
+    stub.chmod(0o755)
+    server = socket.socket()
+    server.bind(('127.0.0.1', 0))
+    server.listen(8)
+    try:
+        members = etcd_member._member_list(None, {'etcdctl': str(stub), 'name': 'n1'},  # pylint: disable=W0212
+                                           ['127.0.0.1:%d' % server.getsockname()[1]])
+    finally:
+        server.close()
+    assert sorted(m['name'] for m in members) == ['n1', 'n2', 'n3']
+    assert len(counter.read_text().split()) == 3
+
+
 # --- mooncake_config_file -----------------------------------------------------------------------------------------
 def test_config_file_refuses_a_fifo_at_its_path_before_reading_it(fifo, capsys):
     started = time.monotonic()
