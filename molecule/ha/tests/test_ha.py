@@ -602,7 +602,11 @@ def test_the_etcd_group_grown_from_one_member_to_three(deployed, tmp_path):
     assert unit_started('node1', 'kvpool-etcd') == started  # the first member was not restarted
     rc, out = etcdctl('member list -w json')
     assert rc == 0 and sorted(m['name'] for m in json.loads(out)['members']) == list(NODES), out
-    # the masters lost their leader key with the old etcd data: they elect again
+    # The masters lost their leader key and their OpLog with the old etcd data. A standby that had applied the log
+    # never serves once elected (INCOMPLETE_OPLOG_CATCH_UP, Mooncake 0.3.13.post1): the master phase restarts it
+    # (result oplog_restart, docs/ha.md), and a leader serves again.
+    masters = site('--tags', 'master')
+    assert masters.rc == 0, masters.stdout[-4000:]
     assert lib.wait_for(lambda: serving(MASTERS), 60) is not None
     again = site()
     assert again.rc == 0 and set(again.changed().values()) == {0}, again.changed_tasks()
