@@ -418,7 +418,7 @@ def test_kill_9_of_the_leader_with_fail_and_without_the_oplog(deployed):
     """The same drill with the OpLog off (mooncake_master_oplog: false), in the same run: the difference."""
     run = site(extra_vars={'vllm_instance_kv_load_failure_policy': 'fail', 'mooncake_master_oplog': False})
     assert run.rc == 0
-    assert 'OpLog off (mooncake_master_oplog is false): a failover empties the pool' in flat(run.stdout)
+    assert 'OpLog off (mooncake_master_oplog is false): a failover empties the metadata of the pool' in flat(run.stdout)
     figures = kill_leader_drill('fail', oplog=False)
     assert figures['found'] == {'node1': 0, 'node2': 0}, figures  # the new leader's metadata is empty
     assert figures['rate_after'] < figures['rate_before'], figures
