@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,3 +85,67 @@ def node(name):
 def docker_exec(container, *argv):
     return subprocess.run(['docker', 'exec', container] + list(argv), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, check=False)
+
+
+class SteadyLoad(object):
+    """A steady load through one endpoint (the router's) with the benchmark's own streaming client (_loadgen, as
+    benchmark.yml sends its requests): ``concurrency`` clients, each sending one chat request after the other on a
+    kept-alive connection, prompts sharing a prefix. Every request is recorded as (sent, ok, ttft_ms, error) on the
+    controller's monotonic clock; ``mark(name)`` names a moment, ``window(a, b)`` summarises the requests sent between
+    two marks (sent, failed, TTFT p50 / p90)."""
+
+    def __init__(self, url, model='qwen', concurrency=8, max_tokens=2, api_key=None, prefix='steady load'):
+        collections = str(REPO / '.collections')
+        if collections not in sys.path:
+            sys.path.insert(0, collections)
+        from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen  # pylint: disable=import-outside-toplevel
+        self._loadgen = _loadgen
+        self.url, self.model, self.concurrency, self.max_tokens = url, model, concurrency, max_tokens
+        self.api_key, self.prefix = api_key, prefix
+        self.results, self.marks = [], {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._client, args=(n,), daemon=True) for n in range(concurrency)]
+
+    def _client(self, n):
+        stream = self._loadgen._Stream(self.url, 60.0)  # pylint: disable=protected-access
+        i = 0
+        try:
+            while not self._stop.is_set():
+                sent = time.monotonic()
+                body = self._loadgen.request_body('chat', self.model, '%s %d tail %d' % (self.prefix, n, i),
+                                                  self.max_tokens)
+                res = stream.send('/v1/chat/completions', body, 'chat', api_key=self.api_key)
+                with self._lock:
+                    self.results.append((sent, bool(res['ok']), res['ttft_ms'], res['error'] or ''))
+                i += 1
+        finally:
+            stream.close()
+
+    def mark(self, name):
+        self.marks[name] = time.monotonic()
+        return self.marks[name]
+
+    def __enter__(self):
+        self.mark('start')
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.mark('end')
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+    def failed(self):
+        return [r for r in self.results if not r[1]]
+
+    def window(self, first='start', last='end'):
+        """{'sent', 'failed', 'p50', 'p90'} (TTFT in ms) of the requests sent between two marks."""
+        lo, hi = self.marks[first], self.marks.get(last, float('inf'))
+        rows = [r for r in self.results if lo <= r[0] < hi]
+        ttft = [r[2] for r in rows if r[1]]
+        pct = self._loadgen.percentile
+        return {'sent': len(rows), 'failed': len([r for r in rows if not r[1]]),
+                'p50': round(pct(ttft, 50), 1) if ttft else None, 'p90': round(pct(ttft, 90), 1) if ttft else None}
