@@ -756,3 +756,26 @@ def server_ttft(delta, name=SERVER_TTFT_METRIC):
 
     return {'count': int(count) if count else 0, 'mean_ms': mean, 'p50_ms': quantile_ms(0.5),
             'p90_ms': quantile_ms(0.9)}
+
+
+# --- TTFT probe of a rolling change (module vllm_rollout) -------------------------------------------------------
+def ttft_p50(results):
+    """``(p50 seconds or None, succeeded, failed, first error)`` of ``run_load``'s results: the median TTFT of the
+    requests that succeeded, in seconds (4 decimals)."""
+    good = [r['ttft_ms'] for r in results if r.get('ok') and r.get('ttft_ms') is not None]
+    bad = [r for r in results if not r.get('ok')]
+    p50 = percentile(good, 50)
+    return (round(p50 / 1000.0, 4) if p50 is not None else None, len(good), len(bad),
+            (bad[0].get('error') or 'unknown') if bad else '')
+
+
+def probe_ttft(url, model, samples=5, api_key=None, timeout=30.0, max_tokens=4, seed=None):
+    """The TTFT p50 of ``url`` over ``samples`` short streaming chat requests sent one after another (the same timed
+    client as the benchmark, ``run_load`` with concurrency 1): ``ttft_p50``'s tuple. The prompts are random words
+    of a seed of their own per call (``seed`` None: a random one), so no call finds the previous call's prompts in a
+    cache and the figure is a prefill's, not a hit's."""
+    seed = random.SystemRandom().getrandbits(31) if seed is None else int(seed)
+    prompts = make_dataset(seed, samples, 48)['prompts']
+    results, _wall = run_load(url, model, prompts, concurrency=1, max_tokens=max_tokens, api_key=api_key,
+                              timeout=timeout)
+    return ttft_p50(results)

@@ -36,6 +36,7 @@ __metaclass__ = type
 import json
 import math
 import re
+from urllib.parse import quote
 
 from ansible_collections.ascend.kvpool.plugins.module_utils import _prometheus
 
@@ -190,3 +191,89 @@ def decisions(metrics_text):
         if name == 'vllm_router_processed_requests_total' and worker and math.isfinite(value):
             out[worker] = out.get(worker, 0) + int(value)
     return out
+
+
+# --- rolling changes (module vllm_rollout): drain, restore, recovery -------------------------------------------
+# vllm-router 0.1.17 (src/server.rs): POST /add_worker?url=<u> (waits for the worker's health), POST
+# /remove_worker?url=<u>. Neither is persisted (a restarted router has its --worker-urls again), and there is no
+# draining state: a drain is the removal, then the wait until the instance has nothing in flight.
+IN_FLIGHT_METRICS = ('vllm:num_requests_running', 'vllm:num_requests_waiting')
+
+
+def worker_path(verb, url):
+    """The router's path that adds (``verb`` add) or removes (remove) the worker ``url``, the URL quoted whole."""
+    if verb not in ('add', 'remove'):
+        raise ValueError('verb is add or remove, not %r' % (verb,))
+    return '/%s_worker?url=%s' % (verb, quote(url.rstrip('/'), safe=''))
+
+
+def in_flight(metrics_text):
+    """``(running, waiting)`` requests of one vLLM instance from its ``/metrics`` text (summed over engines and
+    models; gauges ``vllm:num_requests_running`` / ``vllm:num_requests_waiting``, not the ``_by_reason`` ones), or
+    None when the text holds neither gauge (not a vLLM, or not yet serving): then nothing says it is drained. A
+    gauge that is NaN or infinite counts as unknown (None in its place)."""
+    sums = {}
+    seen = set()
+    for name, _labels, value, _ts in _prometheus.samples(metrics_text, list(IN_FLIGHT_METRICS)):
+        if name not in IN_FLIGHT_METRICS:
+            continue
+        seen.add(name)
+        if not math.isfinite(value) or sums.get(name, 0) is None:
+            sums[name] = None
+            continue
+        sums[name] = sums.get(name, 0) + value
+    if not seen:
+        return None
+
+    def whole(name):
+        value = sums.get(name, 0)
+        return None if value is None else int(round(value))
+    return whole(IN_FLIGHT_METRICS[0]), whole(IN_FLIGHT_METRICS[1])
+
+
+def drained(counts):
+    """Whether ``in_flight``'s answer says nothing is in flight (both gauges known and 0)."""
+    return counts is not None and counts[0] == 0 and counts[1] == 0
+
+
+def listed_healthy(workers, urls):
+    """The URLs of ``urls`` that ``parse_workers``' list does not show healthy (missing or unhealthy), sorted."""
+    healthy = set(w['url'] for w in workers if w['healthy'])
+    return sorted(u.rstrip('/') for u in urls if u.rstrip('/') not in healthy)
+
+
+def recovery_bound(baseline, factor, slack):
+    """The TTFT (seconds) a peer must be back within after a batch: max(baseline x ``factor``, baseline +
+    ``slack``). The factor scales with a slow model; the slack keeps a fast baseline (tens of ms, where a few ms of
+    jitter are a large ratio) from failing on noise."""
+    return max(float(baseline) * float(factor), float(baseline) + float(slack))
+
+
+def recovery(baseline, after, factor, slack):
+    """``{peer: {'baseline', 'after', 'bound', 'ok'}}`` for every peer of ``after`` (``{url: seconds or None}``):
+    ``ok`` when its TTFT is within ``recovery_bound`` of its baseline. A peer without a baseline is reported with
+    bound None and ok True (nothing to compare with); one that answered nothing (after None) is not ok."""
+    out = {}
+    for url in sorted(after):
+        base = (baseline or {}).get(url)
+        now = after[url]
+        if base is None:
+            out[url] = {'baseline': None, 'after': now, 'bound': None, 'ok': now is not None}
+            continue
+        bound = round(recovery_bound(base, factor, slack), 4)
+        out[url] = {'baseline': base, 'after': now, 'bound': bound, 'ok': now is not None and now <= bound}
+    return out
+
+
+def recovery_problem(figures):
+    """'' when every peer of ``recovery``'s answer is within its bound, else the first one named with its figures."""
+    for url in sorted(figures):
+        fig = figures[url]
+        if fig['ok']:
+            continue
+        if fig['after'] is None:
+            base = ('baseline %.3f s' % fig['baseline']) if fig['baseline'] is not None else 'no baseline'
+            return '%s answered none of the timed requests (TTFT unmeasured; %s)' % (url, base)
+        return ('%s: TTFT p50 %.3f s, above its bound %.3f s (baseline %.3f s)'
+                % (url, fig['after'], fig['bound'], fig['baseline']))
+    return ''

@@ -26,11 +26,14 @@ CHECK = {'ansible.builtin.import_tasks': 'tasks/switches.yml'}
 
 
 def test_every_playbook_that_reads_the_switches_checks_them_first():
-    for name in ('site.yml', 'teardown.yml', 'rolling_restart.yml', 'drill_master_failover.yml', 'preflight.yml',
+    for name in ('site.yml', 'teardown.yml', 'upgrade.yml', 'drill_master_failover.yml', 'preflight.yml',
                  'plan.yml'):  # plan.yml: the first play of benchmark.yml and monitoring.yml
         first = yaml.safe_load((ROOT / 'playbooks' / name).read_text())[0]
         task = (first.get('pre_tasks') or first.get('tasks'))[0]
         assert dict((k, v) for k, v in task.items() if k != 'name') == CHECK, name
+    # rolling_restart.yml is upgrade.yml with every instance restarted.
+    first = yaml.safe_load((ROOT / 'playbooks' / 'rolling_restart.yml').read_text())[0]
+    assert first['ansible.builtin.import_playbook'] == 'upgrade.yml'
 
 
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')

@@ -10,56 +10,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from ansible_collections.ascend.kvpool.plugins.modules import vllm_router, vllm_router_check
 from ansible_collections.ascend.kvpool.tests.unit.messages import assert_names
 from ansible_collections.ascend.kvpool.tests.unit.plugins.modules import service_harness as svc
-from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import free_port
+from ansible_collections.ascend.kvpool.tests.unit.plugins.modules.process_helpers import Server, free_port
 
 run = svc.run
-
-
-class Server(object):
-    """An HTTP server on 127.0.0.1 whose answers are ``handler(method, path, body) -> (code, body)``."""
-
-    def __init__(self, handler, port=None):
-        self.port = port or free_port()
-        self.url = 'http://127.0.0.1:%d' % self.port
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def _do(self, method):
-                length = int(self.headers.get('Content-Length') or 0)
-                body = self.rfile.read(length) if length else b''
-                code, out = handler(method, self.path, body)
-                out = out if isinstance(out, bytes) else json.dumps(out).encode()
-                self.send_response(code)
-                self.send_header('Content-Length', str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def do_GET(self):  # noqa: N802
-                self._do('GET')
-
-            def do_POST(self):  # noqa: N802
-                self._do('POST')
-
-            def log_message(self, *args):
-                pass
-        self.srv = ThreadingHTTPServer(('127.0.0.1', self.port), H)
-        thread = threading.Thread(target=self.srv.serve_forever)
-        thread.daemon = True
-        thread.start()
-        outer.handler = handler
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 def worker(render=200, tokenize=200):
