@@ -29,10 +29,10 @@ RELEASES = [
 ]
 
 
-
 def own_warnings(p):
     """The plan's warnings but the preview one of 0.24 / 0.25 (vllm-ascend #14757), which every plan of those has."""
     return [w for w in p['warnings'] if not (p['profile']['preview'] and w.endswith(p['profile']['preview']))]
+
 
 @pytest.mark.parametrize('version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise', RELEASES)
 def test_each_release_renders_what_it_reads(version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise):
