@@ -52,7 +52,8 @@ options:
     default: []
   http:
     description: C(http://) URLs to GET (proxies bypassed), with O(connect_timeout) each, for example the etcd
-      members' C(/health), which answers C({"health":"true"}) only while the member's cluster has a quorum.
+      members' C(/health), which answers C({"health":"true"}) only while the member's cluster has a quorum, or the
+      instances' C(/version) (the release they run now, read by the pre-flight check C(upgrade)).
     type: list
     elements: str
     default: []

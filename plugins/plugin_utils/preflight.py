@@ -35,7 +35,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import re
 
 from ansible_collections.ascend.kvpool.plugins.module_utils._mooncake import parse_mooncake_version
 from ansible_collections.ascend.kvpool.plugins.module_utils._preflight import (
@@ -59,7 +61,8 @@ def compare_versions(a, b):
 
 
 CHECKS = ('facts', 'npu', 'memory', 'port', 'model', 'container', 'hash_seed', 'master', 'clock', 'deprecated',
-          'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl', 'ephemeral_ports')
+          'versions', 'glibc', 'hugepages', 'adxl_ports', 'hccl_roce', 'timeouts', 'client_ttl', 'ephemeral_ports',
+          'upgrade')
 
 
 def _finding(host, check, finding, fix, severity='error'):
@@ -592,9 +595,13 @@ def check_clock(records, bound):
 
 
 def check_deprecated(record):
+    """The plan's warnings about settings the declared release ignores or renamed; the preview warning of the plan
+    is the check 'upgrade''s (:func:`check_upgrade`), with its own fix."""
+    preview = _profile(record).get('preview')
     return [_finding(record['host'], 'deprecated', text,
                      'Drop or rename the setting for the declared vllm_instance_vllm_ascend_version.', 'warning')
-            for text in (record.get('plan') or {}).get('warnings') or []]
+            for text in (record.get('plan') or {}).get('warnings') or []
+            if not (preview and str(text).endswith(preview))]
 
 
 def preflight_findings(records, settings=None):
@@ -613,7 +620,8 @@ def preflight_findings(records, settings=None):
     per_node = [('npu', check_npus), ('memory', check_memory), ('port', check_ports), ('container', check_container),
                 ('deprecated', check_deprecated), ('versions', check_versions), ('glibc', check_glibc),
                 ('hugepages', check_hugepages), ('adxl_ports', check_adxl_ports), ('hccl_roce', check_hccl_roce),
-                ('timeouts', check_timeouts), ('ephemeral_ports', check_ephemeral_ports)]
+                ('timeouts', check_timeouts), ('ephemeral_ports', check_ephemeral_ports),
+                ('upgrade', lambda record: check_upgrade(record, enabled))]
     if settings.get('master_started'):
         per_node.append(('master', check_master))
     elif master_running(readable):
@@ -1048,4 +1056,165 @@ def check_client_ttl(records):
                 '%d s%s, below the %d s vllm-ascend recommends: SEGMENT_NOT_FOUND stops the offload after a missed '
                 'heartbeat' % (effective, '' if ttl else ' (default)', CLIENT_TTL_SSD_S),
                 'Set mooncake_master_client_ttl: %d.' % CLIENT_TTL_SSD_S, 'warning'))
+    return found
+
+
+# --- the version chain (check 'upgrade'): the target release against what the node has and what runs now ----------
+# The checks whose findings are known-bad combinations of the target release with the node (vendor versions and the
+# Mooncake floor, Mooncake #3749, the master's libraries; glibc for the wheel; HCCL_INTRA_ROCE_ENABLE on A2): 'upgrade'
+# runs each one that is not enabled under its own name and reports its findings as its own, so a plan that runs
+# 'upgrade' alone (upgrade.yml) still refuses them, and the default list shows each once.
+CHAIN_CHECKS = (('versions', check_versions), ('glibc', check_glibc), ('hccl_roce', check_hccl_roce))
+# Suffixes of the vllm-ascend image tags after the version (quay.io/ascend/vllm-ascend:<version>-a3, -openeuler).
+_IMAGE_VARIANTS = ('-openeuler', '-a3')
+
+
+def _vllm_plan():
+    # imported on first use, as compare_versions: vllm_plan is large (see there)
+    from ansible_collections.ascend.kvpool.plugins.plugin_utils import vllm_plan
+
+    return vllm_plan
+
+
+def version_url(inst):
+    """The URL of an instance's ``GET /version`` as its own node asks it (the plan's ``endpoint``: a wildcard bind
+    at loopback), '' without one. The probe (role preflight, ``preflight_facts`` ``http``) reads exactly these."""
+    base = inst.get('endpoint') or inst.get('url') or ''
+    return base.rstrip('/') + '/version' if base else ''
+
+
+def parse_vllm_version(body):
+    """``(major, minor, patch)`` of the vLLM release in a ``GET /version`` answer (``{"version": "0.23.0"}``; a
+    PEP 440 tail such as ``rc1``, ``.dev12+g1234`` or the stand-in's ``+sim`` is dropped), or None when the body is
+    no such answer. vllm-ascend vX.Y.Z* runs on vLLM X.Y.Z (its versioning policy), so the triple names the
+    vllm-ascend release up to its rc/post suffix. Never raises."""
+    try:
+        doc = json.loads(body) if isinstance(body, (str, bytes)) else body
+    except (TypeError, ValueError):
+        return None
+    text = doc.get('version') if isinstance(doc, dict) else None
+    if not isinstance(text, str):
+        return None
+    m = re.match(r'^\s*v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?![\d])', text)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def image_release(image):
+    """The vllm-ascend version a container image's tag names (``quay.io/ascend/vllm-ascend:v0.23.0-a3`` ->
+    ``v0.23.0``), or '' when the tag names none (``latest``, a digest, a local build)."""
+    ref = str(image or '').split('@', 1)[0]
+    name, sep, tag = ref.rpartition(':')
+    if not sep or '/' in tag:
+        return ''
+    changed = True
+    while changed:
+        changed = False
+        for variant in _IMAGE_VARIANTS:
+            if tag.endswith(variant):
+                tag, changed = tag[:-len(variant)], True
+    return tag if re.match(r'^v\d+\.\d+\.\d+(rc\d+|\.post\d+)?$', tag) else ''
+
+
+def cold_pool_text(old, new):
+    """What a release change does to the pool, for the finding (one text: the upgrade and the downgrade)."""
+    return ('the pool will be cold after the change: the objects the instances of %s put are not hit by %s (vLLM\'s '
+            'MooncakeStoreConnector embeds a config fingerprint in its store keys, and the block hashes the keys are '
+            'made of may change between vLLM releases), so until the new release has put them again every first '
+            'request of a prefix recomputes its prefill (the TTFT of no pool: the guide\'s 2322 ms against 739-948 '
+            'ms with hits) and the old objects only take space until they are evicted; while a rollout mixes the two '
+            'releases, instances of one do not hit what the other put' % (old, new))
+
+
+def running_release_findings(record, target):
+    """One finding per running instance of the node whose release (``GET /version``) differs from ``target``
+    (``(major, minor, patch)``), or cannot be read. Instances that do not run now give none: nothing to compare,
+    and a first start's pool is empty anyway."""
+    host = record['host']
+    http = (record.get('facts') or {}).get('http') or {}
+    running = running_instances(record)
+    found = []
+    target_text = 'vllm-ascend %s' % _profile(record).get('version')
+    for inst in _started(record):
+        if inst.get('name') not in running:
+            continue
+        url = version_url(inst)
+        answer = http.get(url) if url else None
+        if not isinstance(answer, dict):
+            continue  # not asked (an older role, or no URL): nothing read, nothing said
+        now = parse_vllm_version(answer.get('body')) if answer.get('status') == 200 else None
+        if now is None:
+            found.append(_finding(
+                host, 'upgrade', 'instance %s runs, but the release it runs is unknown (GET %s: %s), so whether this '
+                'run changes it cannot be told; if it does, %s' % (
+                    inst.get('name'), url, 'status %s' % answer.get('status') if answer.get('status') else
+                    'no answer', cold_pool_text('the running release', target_text)),
+                'Check that the instance answers GET /version (vLLM serves it without the API key); when this run '
+                'changes the release, roll it out one node at a time (upgrade.yml) at a quiet hour.', 'warning'))
+            continue
+        if now == tuple(target[:3]):
+            continue
+        old = 'vLLM %d.%d.%d (vllm-ascend v%d.%d.%d*)' % (now + now)
+        down = now > tuple(target[:3])
+        found.append(_finding(
+            host, 'upgrade', 'instance %s runs %s (GET /version) and this run changes it to %s: a %s; %s' % (
+                inst.get('name'), old, target_text, 'downgrade' if down else 'release change',
+                cold_pool_text(old, target_text)),
+            ('A rollback is the same playbook with the old values; check that the older image or install is on the '
+             'node, and ' if down else 'Expected with an upgrade: ') +
+            'change one node at a time behind the router (upgrade.yml) at a quiet hour, and let the common prefixes '
+            'be put again before the next node (or declare the running release, vllm_instance_vllm_ascend_version, to '
+            'change nothing).', 'warning'))
+    return found
+
+
+def image_findings(record):
+    """The container image's tag against the declared release: the settings are rendered for the declared release,
+    so an image of another release line runs with the wrong ones (an error); another version of the same line a
+    warning (its CANN and Mooncake may differ)."""
+    host, profile, cont, vp = record['host'], _profile(record), record.get('container') or {}, _vllm_plan()
+    tagged = image_release(cont.get('image')) if cont.get('enabled') else ''
+    if not tagged or not profile.get('version') or vp.parse_version(tagged) == vp.parse_version(profile['version']):
+        return []
+    line = vp.version_profile(tagged, profile.get('npu_type') or 'a2')['release']
+    same = line == profile.get('release')
+    return [_finding(
+        host, 'upgrade', 'the container image %s is vllm-ascend %s, but the settings are rendered for %s '
+        '(vllm_instance_vllm_ascend_version)%s' % (
+            cont.get('image'), tagged, profile.get('version'),
+            ', the same release line (%s)' % line if same else
+            ': the %s line reads another environment and Mooncake install than the %s line rendered'
+            % (line, profile.get('release'))),
+        'Set vllm_ascend_container_image to the declared release\'s image (quay.io/ascend/vllm-ascend:%s, -a3 on A3), '
+        'or declare the image\'s release (vllm_instance_vllm_ascend_version: %s).' % (profile.get('version'), tagged),
+        'warning' if same else 'error')]
+
+
+def check_upgrade(record, enabled=()):
+    """The version chain of the node, before anything changes: the target release (the plan's, i.e. the declared
+    vllm_instance_vllm_ascend_version) against
+
+    - what the node has: the checks of ``CHAIN_CHECKS`` that are not enabled under their own names (their findings
+      relabelled 'upgrade'), and the container image's tag (:func:`image_findings`);
+    - the release table: a preview (``vllm_plan.preview_warning``, vllm-ascend #14757), a warning;
+    - what runs now (:func:`running_release_findings`): a release change leaves the pool cold, a warning; a
+      downgrade too (a rollback is legitimate); an unknown running release a warning.
+    """
+    host, profile = record['host'], _profile(record)
+    if not profile or not _started(record):
+        return []
+    found = []
+    for name, check in CHAIN_CHECKS:
+        if name not in enabled:
+            found.extend(dict(f, check='upgrade') for f in check(record))
+    found.extend(image_findings(record))
+    if profile.get('preview'):
+        found.append(_finding(host, 'upgrade', profile['preview'],
+                              'Declare the final release (vllm_instance_vllm_ascend_version: %s) for production; keep '
+                              'the preview for trials only, or wait for 0.26.' % _vllm_plan().DEFAULT_VERSION,
+                              'warning'))
+    target = _vllm_plan().parse_version(profile.get('version'))
+    if target is not None:
+        found.extend(running_release_findings(record, target))
     return found

@@ -66,6 +66,15 @@ from ansible_collections.ascend.kvpool.plugins.module_utils._vllm import API_KEY
 # --- versions ----------------------------------------------------------------------------------------------
 
 GUIDE_VERSION = '0.22.1rc1'
+# The release the collection renders for when none is declared: the newest final vllm-ascend (the guide's v0.22.1rc1
+# stays supported: declare it). roles/vllm_instance and roles/kvpool_router default to the same text, and
+# tests/unit/plugins/plugin_utils/test_release_matrix.py holds them equal.
+DEFAULT_VERSION = 'v0.23.0'
+# Lines vllm-ascend's maintainers call previews: 0.24 and 0.25 are "silent releases ... not ready for production",
+# wait for 0.26 (vllm-ascend #14757). The plan warns once per host (plan_instances), the pre-flight check 'upgrade'
+# shows the same text (preflight.check_upgrade).
+PREVIEW_LINES = ((0, 24), (0, 25))
+PREVIEW_ISSUE = 'vllm-ascend #14757'
 NEW_CONNECTOR_SINCE = (0, 12)
 OLD_CONNECTOR_DEPRECATED_SINCE = (0, 13)
 LOOKUP_RPC_PORT_SINCE = (0, 12)
@@ -254,7 +263,19 @@ def version_profile(version, npu_type='a2'):
     profile['layerwise_needs_memcache'] = mm >= LAYERWISE_NEEDS_MEMCACHE_SINCE
     profile['requirements'] = release_requirements(mm, npu_type)
     profile['release'] = profile['requirements']['line']
+    profile['preview'] = preview_warning(version)
     return profile
+
+
+def preview_warning(version):
+    """The warning for a preview release (``PREVIEW_LINES``: 0.24, 0.25), '' for any other or an unparsable one.
+    One text for the plan's warning and the pre-flight's ``upgrade`` finding."""
+    parsed = parse_version(version)
+    if parsed is None or parsed[:2] not in PREVIEW_LINES:
+        return ''
+    return ('vllm-ascend %s is a preview: its maintainers call 0.24 and 0.25 "silent releases" that are not ready for '
+            'production and advise waiting for 0.26 (%s); the newest final release is %s'
+            % (version_text(parsed), PREVIEW_ISSUE, DEFAULT_VERSION))
 
 
 def release_requirements(major_minor, npu_type='a2'):
@@ -652,6 +673,8 @@ def plan_instances(instances, settings, host='this host'):
     if settings.get('npu_type', 'a2') not in NPU_TYPES:
         errors.append('%s: vllm_instance_npu_type must be one of %s, got %r'
                       % (host, ', '.join(NPU_TYPES), settings.get('npu_type')))
+    if profile['preview']:
+        warnings.append('%s: %s' % (host, profile['preview']))
     if profile['older_than_known']:
         warnings.append('%s: vllm-ascend %s is older than v0.11, the first release with the KV pool connector; '
                         'rendering as for v0.11' % (host, profile['version']))

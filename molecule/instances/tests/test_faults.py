@@ -100,7 +100,7 @@ def test_preflight_names_every_finding_in_one_summary_before_anything_changes(de
     run = site(env={'ANSIBLE_SSH_CONTROL_PATH_DIR': control_dir}, extra_vars={
         'vllm_instance_instances': TWO,
         'mooncake_config_global_segment_size': '400GB',
-        'preflight_container_enabled': True, 'preflight_container_image': 'quay.io/ascend/vllm-ascend:v0.22.1rc1',
+        'preflight_container_enabled': True, 'preflight_container_image': 'quay.io/ascend/vllm-ascend:v0.23.0',
         'vllm_instance_environment': {'PYTHONHASHSEED': 'random'},
         'vllm_instance_register_buffer': True,
     })

@@ -57,15 +57,19 @@ def test_rendered_for_the_declared_release(deployed):
     assert flags['--served-model-name'] == 'qwen' and flags['--tensor-parallel-size'] == '4'
     assert flags['--host'] == '172.31.250.11' and flags['--port'] == '8002'
     assert flags['--max-model-len'] == '25600' and flags['--max-num-batched-tokens'] == '4096'
-    # v0.22.1rc1 (the guide's release): the new connector name and port key, no register_buffer.
+    # v0.23.0 (the default release): the new connector name and port key, no register_buffer, the A2 direct transfer.
     assert json.loads(flags['--kv-transfer-config']) == {
         'kv_connector': 'AscendStoreConnector', 'kv_role': 'kv_both',
         'kv_connector_extra_config': {'use_layerwise': False, 'load_async': True, 'lookup_rpc_port': 0}}
     assert rec['env'] == {'MOONCAKE_CONFIG_PATH': '/etc/ascend-kvpool/mooncake.json', 'PYTHONHASHSEED': '0',
                           'VLLM_HOST_IP': '172.31.250.11', 'ASCEND_RT_VISIBLE_DEVICES': '0,1,2,3',
-                          'ASCEND_BUFFER_POOL': '4:8'}
+                          'HCCL_INTRA_ROCE_ENABLE': '1',
+                          'KVPOOL_SIM_VLLM_VERSION': '0.23.0'}   # SIMULATED: inventories/sim, the declared release
     rc, environ = lib.sh(lib.NODES['node1'], 'tr "\\0" "\\n" < /proc/%d/environ' % rec['pid'])
-    assert 'LD_LIBRARY_PATH=/usr/local/Ascend/ascend-toolkit/latest/python/site-packages' in environ
+    assert ('LD_LIBRARY_PATH=/usr/local/Ascend/ascend-toolkit/latest/python/site-packages/mooncake:'
+            '/usr/local/Ascend/ascend-toolkit/latest/python/site-packages') in environ
+    # the stand-in answers GET /version with the declared release's vLLM, which the pre-flight's check upgrade reads
+    assert json.loads(lib.http(ENDPOINT['node1'] + '/version')[1])['version'] == '0.23.0+sim'
 
 
 def test_the_pool_is_shared_across_nodes(deployed):
@@ -137,9 +141,11 @@ def test_a_failing_instance_fails_the_run_with_the_summary_and_log_tail(deployed
 
 @pytest.mark.parametrize('extra, needles', [
     ({'vllm_instance_register_buffer': True},
-     ['node1: instance vllm-8002: register_buffer: true', 'ignored by vllm-ascend v0.22.1rc1']),
+     ['node1: instance vllm-8002: register_buffer: true', 'ignored by vllm-ascend v0.23.0']),
     ({'vllm_instance_kv_connector': 'MooncakeConnectorStoreV1'},
-     ['kv_connector MooncakeConnectorStoreV1 is deprecated in vllm-ascend v0.22.1rc1']),
+     ['kv_connector MooncakeConnectorStoreV1 is deprecated in vllm-ascend v0.23.0']),
+    ({'vllm_instance_vllm_ascend_version': 'v0.25.1rc1'},
+     ['node1: vllm-ascend v0.25.1rc1 is a preview', 'vllm-ascend #14757']),
 ])
 def test_settings_the_declared_release_ignores_are_warned_about(deployed, extra, needles):
     run = site('--tags', 'instances', check=True, extra_vars=extra)
@@ -157,11 +163,12 @@ def test_v011_renders_the_guide_verbatim_and_newer_releases_drop_the_stale_setti
     text = old.stdout.replace('\\"', '"').replace('": ', '":')
     assert '"kv_connector":"MooncakeConnectorStoreV1"' in text and '"mooncake_rpc_port":0' in text, text[-4000:]
     assert '"register_buffer":true' in text
-    v023 = {'vllm_instance_vllm_ascend_version': 'v0.23.0', 'mooncake_master_mooncake_version': '0.3.13.post1'}
-    new = site('--tags', 'instances', '--diff', check=True, extra_vars=v023)
+    # The deployed default is v0.23.0: the guide's v0.22.1rc1 (declared) renders its buffer pool instead.
+    guide = {'vllm_instance_vllm_ascend_version': 'v0.22.1rc1'}
+    new = site('--tags', 'instances', '--diff', check=True, extra_vars=guide)
     assert new.rc == 0
-    assert '-Environment="ASCEND_BUFFER_POOL=4:8"' in new.stdout, new.stdout[-4000:]
-    assert '+Environment="HCCL_INTRA_ROCE_ENABLE=1"' in new.stdout, new.stdout[-4000:]
+    assert '+Environment="ASCEND_BUFFER_POOL=4:8"' in new.stdout, new.stdout[-4000:]
+    assert '-Environment="HCCL_INTRA_ROCE_ENABLE=1"' in new.stdout, new.stdout[-4000:]
     assert set(new.changed().values()) == {1}  # would restart each node's instance; check mode changed nothing
     assert lib.models(ENDPOINT['node1']) == ['qwen']
 

@@ -29,10 +29,16 @@ RELEASES = [
 ]
 
 
+def own_warnings(p):
+    """The plan's warnings but the preview one of 0.24 / 0.25 (vllm-ascend #14757), which every plan of those has."""
+    return [w for w in p['warnings'] if not (p['profile']['preview'] and w.endswith(p['profile']['preview']))]
+
+
 @pytest.mark.parametrize('version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise', RELEASES)
 def test_each_release_renders_what_it_reads(version, pool, transfer, ld, cann, hdk, mooncake, glibc, layerwise):
     p = plan(version=version)
-    assert p['errors'] == [] and p['warnings'] == []
+    # 0.25 is a preview (vllm-ascend #14757): its one warning; nothing else is warned for a release's own settings.
+    assert p['errors'] == [] and p['warnings'] == ([] if version < 'v0.24' else ['node1: ' + p['profile']['preview']])
     inst = p['instances'][0]
     assert inst['kv_transfer_config']['kv_connector'] == 'AscendStoreConnector'
     assert 'lookup_rpc_port' in inst['kv_transfer_config']['kv_connector_extra_config']
@@ -107,7 +113,7 @@ def test_a3_gets_fabric_memory_at_every_line_and_no_local_buffer(version):
     assert inst['env']['ASCEND_ENABLE_USE_FABRIC_MEM'] == '1'
     assert 'HCCL_INTRA_ROCE_ENABLE' not in inst['env'] and 'ASCEND_BUFFER_POOL' not in inst['env']
     assert inst['uses_local_buffer'] is False and p['local_buffer_tp'] == 0 and p['total_tp'] == 4
-    assert p['warnings'] == []
+    assert own_warnings(p) == []
 
 
 @pytest.mark.parametrize('version', [r[0] for r in RELEASES])
@@ -117,7 +123,7 @@ def test_the_operators_ascend_buffer_pool_reaches_the_instance_on_every_release(
                 else {'environment': {'ASCEND_BUFFER_POOL': '0:0'}})
     p = plan(version=version, **settings)
     assert p['instances'][0]['env']['ASCEND_BUFFER_POOL'] == '0:0'
-    assert p['errors'] == [] and p['warnings'] == []  # Mooncake reads it: no "has no effect" warning
+    assert p['errors'] == [] and own_warnings(p) == []  # Mooncake reads it: no "has no effect" warning
     assert not [w for w in p['warnings'] if 'no longer read' in w]
 
 
@@ -285,7 +291,7 @@ def test_ha_instances_get_the_pools_cluster_id_and_others_none(version):
     # With HA masters the store clients look the leader up under mooncake-store/<MC_STORE_CLUSTER_ID>/master_view:
     # the role passes the pool's id (kvpool_cluster_id), "" without HA.
     ha = plan(version=version, mooncake_cluster_id='kvpool-0123456789')
-    assert ha['errors'] == [] and ha['warnings'] == []
+    assert ha['errors'] == [] and own_warnings(ha) == []
     assert ha['instances'][0]['env']['MC_STORE_CLUSTER_ID'] == 'kvpool-0123456789'
     for single in (plan(version=version), plan(version=version, mooncake_cluster_id='')):
         assert single['errors'] == [] and 'MC_STORE_CLUSTER_ID' not in single['instances'][0]['env']
