@@ -18,6 +18,7 @@ NODES ?= 2
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
+	instances-standalone \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
 	checks-static checks-python controller-image smoke-newest \
 	$(addprefix sanity-,$(OLDER_LINES) $(NEWER_LINES))
@@ -220,6 +221,15 @@ smoke-newest: image controller-image
 	bash scripts/controller.sh smoke
 	@$(PHASE) $@ end
 
+# Two tests of the instances scenario that need no molecule step (molecule/instances/standalone/README.md): the
+# container phase on this machine's docker engine, and the operator-style repository with the built artifact on the
+# mock cluster. In the second job of `make test`, beside the static checks, off the molecule suite's critical path.
+instances-standalone: image
+	@$(PHASE) $@ begin
+	$(PY) tests/mock/mockctl up --nodes 2
+	$(BIN)/pytest -q -p no:cacheprovider -rP molecule/instances/standalone
+	@$(PHASE) $@ end
+
 ee-check: venv
 	@$(PHASE) $@ begin
 	bash scripts/venv.sh $(BUILDER_VENV) tests/ee/requirements-builder.txt
@@ -247,7 +257,7 @@ checks-static:
 
 checks-python:
 	$(MAKE) -j1 controller-image unit mooncake-matrix ee-check sanity-$(lastword $(OLDER_LINES)) equipment smoke-oldest \
-	  smoke-newest
+	  smoke-newest instances-standalone
 
 # Every test, what .ci/run and README's test command run: make test, then the opt-in parts with the real vLLM engine,
 # whose venv, model and image are made in the background meanwhile (scripts/prefetch-engine.sh).

@@ -94,7 +94,14 @@ options:
     description: Seconds between two polls of the instances' C(/metrics), of C(/workers) and between two
       measurements of the recovery. Above 0, at most 60.
     type: float
-    default: 1.0
+    default: 0.5
+  allow_no_worker:
+    description:
+      - With O(action=drain) and a router, drain even when no other healthy worker would be left in the router
+        (every request then fails until the batch is back). Without it such a drain is refused before anything
+        changes, naming the workers the router lists. A single-node deployment needs it.
+    type: bool
+    default: false
   request_timeout:
     description: Seconds each HTTP request may take as a whole (connect to last byte). Above 0, at most 3600.
     type: float
@@ -225,7 +232,8 @@ def main():
             timeout=dict(type='float', default=300),
             ttft_factor=dict(type='float', default=2.0),
             ttft_slack=dict(type='float', default=0.5),
-            poll_interval=dict(type='float', default=1.0),
+            poll_interval=dict(type='float', default=0.5),
+            allow_no_worker=dict(type='bool', default=False),
             request_timeout=dict(type='float', default=30),
         ),
         supports_check_mode=True,
@@ -320,8 +328,20 @@ class Rollout(object):
         r.update(removed=[], in_flight={})
         listed = set()
         if self.router:
-            listed = set(w['url'] for w in self._workers())
+            workers = self._workers()
+            listed = set(w['url'] for w in workers)
             r['removed'] = [u for u in self.instances if u in listed]
+            left = sorted(w['url'] for w in workers if w['healthy'] and w['url'] not in self.instances)
+            if not left and not self.p['allow_no_worker']:
+                raise KvpoolError(
+                    'draining %s would leave vllm-router at %s with no healthy worker (it lists %s): every request '
+                    'would fail until the batch is back. Nothing was changed. Fix: bring the other instances back '
+                    'first (a batch that failed earlier is put back by the next upgrade.yml run that applies its '
+                    'values, or by site.yml --tags instances,router), or accept the outage with allow_no_worker '
+                    '(kvpool_upgrade_allow_outage=true; a single-node deployment needs it)'
+                    % (', '.join(self.instances), self.router,
+                       ', '.join('%s (%s)' % (w['url'], 'healthy' if w['healthy'] else 'unhealthy')
+                                 for w in workers) or 'no worker'), result=r)
             r['plan'] += ['remove %s from the router %s' % (u, self.router) for u in r['removed']]
             r['plan'] += ['%s: not listed by the router, nothing to remove' % u for u in self.instances
                           if u not in listed]

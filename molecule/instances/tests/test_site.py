@@ -213,6 +213,18 @@ def test_two_instances_per_node_start_together(deployed, heal):
     assert '"lookup_rpc_port":1' in lib.unit_record('node1', 'vllm-8003')['argv'][-1].replace(' ', '')
     again = site(extra_vars=two)
     assert set(again.changed().values()) == {0}, again.changed_tasks()
+    # Restarted together, two instances of one host never start in the same second (vllm_instance_start_stagger,
+    # default 1 s: vllm-ascend #8938, ports taken by a neighbour starting at the same moment).
+    restarted = site('--tags', 'instances', extra_vars=dict(two, vllm_instance_state='restarted'))
+    assert restarted.rc == 0, restarted.stdout[-4000:]
+    started = []
+    for unit in ('kvpool-vllm-vllm-8002', 'kvpool-vllm-vllm-8003'):
+        rc, out = lib.sh(lib.NODES['node1'], 'systemctl show -p ActiveEnterTimestampMonotonic --value %s' % unit)
+        started.append(int(out.strip()) / 1e6)
+    print('two instances restarted on node1: started %.2f s apart (vllm_instance_start_stagger 1)'
+          % abs(started[1] - started[0]))
+    assert abs(started[1] - started[0]) >= 1.0, started
+    pids = lib.instance_pids('node1')
     # Back to one instance: the unlisted one is stopped, the other left alone.
     back = site()
     assert back.rc == 0 and lib.http('http://172.31.250.11:8003/health')[0] is None

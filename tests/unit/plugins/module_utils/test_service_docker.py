@@ -5,7 +5,7 @@
 
 The docker CLI is faked at the backend's ``inspect`` / ``run`` (what ``docker inspect`` answers is the shape docker
 returns: HostConfig.Binds, Devices, ShmSize, State, RestartCount); docker_container itself and the restart policy
-are exercised on the mock cluster (molecule/instances tests/test_container.py).
+are exercised on the mock cluster (molecule/instances/standalone/test_container.py).
 """
 
 from __future__ import absolute_import, division, print_function

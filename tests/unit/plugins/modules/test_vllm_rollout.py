@@ -107,6 +107,19 @@ def test_a_drain_out_of_time_puts_the_workers_back_and_names_the_figure(capsys, 
     assert router.calls == [('/remove_worker', b.url), ('/add_worker', b.url)] and router.listed[b.url]
 
 
+def test_a_drain_that_would_leave_the_router_without_a_healthy_worker_is_refused(capsys, cluster):
+    a, b, router = cluster['a'], cluster['b'], cluster['router']
+    router.listed[a.url] = False  # the other worker is unhealthy (or was left out by a failed batch)
+    res = rollout(capsys, action='drain', router_url=router.url, instances=[b.url], timeout=5)
+    assert res['failed']
+    assert_names(res['msg'], b.url, 'no healthy worker', a.url + ' (unhealthy)', 'Nothing was changed',
+                 'kvpool_upgrade_allow_outage=true')
+    assert router.calls == []
+    res = rollout(capsys, action='drain', router_url=router.url, instances=[b.url], timeout=5, allow_no_worker=True)
+    assert not res.get('failed'), res.get('msg')
+    assert router.calls == [('/remove_worker', b.url)]
+
+
 def test_check_mode_changes_nothing_and_says_what_it_would_do(capsys, cluster):
     b, router = cluster['b'], cluster['router']
     res = run(vllm_rollout, capsys, check=True, action='drain', router_url=router.url, instances=[b.url])

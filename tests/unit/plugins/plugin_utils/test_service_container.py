@@ -7,7 +7,7 @@ The three steps (module render -> community.docker.docker_container -> module ga
 the task result they make: docker_container's changed and diff are the task's, the key reaches docker_container's
 env only and is masked in what it answers, stops and removals the module asks for are docker_container calls. The
 node side of the steps is tests/unit/plugins/module_utils/test_service_docker.py; docker_container against a real
-engine is molecule/instances tests/test_container.py.
+engine is molecule/instances/standalone/test_container.py.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import instances_lib as lib
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
+import instances_lib as lib  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'resources'))
 import kvpool_testlib as testlib  # noqa: E402
