@@ -109,13 +109,14 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Nothing is removed from or added to the router and no timed request is sent; RV(plan) says what would
+    description: Nothing is removed from or added to the router and no timed request is sent; RV(plan) says what would
       be done, and the drain reads what each instance has in flight now.
   diff_mode:
     support: none
+    description: Nothing is written on a node, so there is nothing to diff.
   idempotent:
     support: partial
-    details: A drain of instances the router no longer lists removes nothing; a restore of listed instances adds
+    description: A drain of instances the router no longer lists removes nothing; a restore of listed instances adds
       nothing. The timed requests make the instances compute.
 notes:
   - vllm-router 0.1.17 endpoints (C(src/server.rs)) C(POST /add_worker?url=), C(POST /remove_worker?url=),
