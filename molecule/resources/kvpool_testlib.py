@@ -90,18 +90,18 @@ def docker_exec(container, *argv):
 class SteadyLoad(object):
     """A steady load through one endpoint (the router's) with the benchmark's own streaming client (_loadgen, as
     benchmark.yml sends its requests): ``concurrency`` clients, each sending one chat request after the other on a
-    kept-alive connection, prompts sharing a prefix. Every request is recorded as (sent, ok, ttft_ms, error) on the
-    controller's monotonic clock; ``mark(name)`` names a moment, ``window(a, b)`` summarises the requests sent between
-    two marks (sent, failed, TTFT p50 / p90)."""
+    kept-alive connection (``pause`` seconds after each answer), prompts sharing a prefix. Every request is recorded
+    as (sent, ok, ttft_ms, error) on the controller's monotonic clock; ``mark(name)`` names a moment,
+    ``window(a, b)`` summarises the requests sent between two marks (sent, failed, TTFT p50 / p90)."""
 
-    def __init__(self, url, model='qwen', concurrency=8, max_tokens=2, api_key=None, prefix='steady load'):
+    def __init__(self, url, model='qwen', concurrency=8, max_tokens=2, api_key=None, prefix='steady load', pause=0.0):
         collections = str(REPO / '.collections')
         if collections not in sys.path:
             sys.path.insert(0, collections)
         from ansible_collections.ascend.kvpool.plugins.module_utils import _loadgen  # pylint: disable=import-outside-toplevel
         self._loadgen = _loadgen
         self.url, self.model, self.concurrency, self.max_tokens = url, model, concurrency, max_tokens
-        self.api_key, self.prefix = api_key, prefix
+        self.api_key, self.prefix, self.pause = api_key, prefix, pause
         self.results, self.marks = [], {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -119,6 +119,8 @@ class SteadyLoad(object):
                 with self._lock:
                     self.results.append((sent, bool(res['ok']), res['ttft_ms'], res['error'] or ''))
                 i += 1
+                if self.pause:
+                    self._stop.wait(self.pause)
         finally:
             stream.close()
 
