@@ -18,7 +18,7 @@ NODES ?= 2
 export MOLECULE_GLOB ?= molecule/*/molecule.yml
 
 .PHONY: help setup venv docker promtool image sim-up sim-down demo verify lint sanity sanity-lines unit equipment molecule real-engine test-all \
-	instances-standalone \
+	instances-standalone instances-container \
 	install-test ee-check smoke-oldest role-docs test bench conformance clean mooncake-matrix \
 	checks-static checks-python controller-image smoke-newest \
 	$(addprefix sanity-,$(OLDER_LINES) $(NEWER_LINES))
@@ -222,16 +222,21 @@ smoke-newest: image controller-image
 	bash scripts/controller.sh smoke
 	@$(PHASE) $@ end
 
-# Scenario tests that need no molecule step, in the second job of `make test`, beside the static checks and off the
-# molecule suite's critical path (docs/testing.md): two of the instances scenario (molecule/instances/standalone:
-# the container phase on this machine's docker engine, the operator-style repository with the built artifact) and
-# the releases scenario's pre-flight catches (pre-flight runs only, on the mock cluster; `molecule test -s releases`
-# runs the same tests).
-STANDALONE_TESTS := molecule/instances/standalone molecule/releases/tests
+# Scenario tests that need no molecule step, beside the static checks and off the molecule suite's critical path
+# (docs/testing.md). On the mock cluster, in the second job after the smoke runs: the operator-style repository with
+# the built artifact (molecule/instances/standalone/test_reuse.py) and the releases scenario's pre-flight catches
+# (pre-flight runs only; `molecule test -s releases` runs the same tests).
 instances-standalone: image
 	@$(PHASE) $@ begin
 	$(PY) tests/mock/mockctl up --nodes 2
-	$(BIN)/pytest -q -p no:cacheprovider -rP $(STANDALONE_TESTS)
+	$(BIN)/pytest -q -p no:cacheprovider -rP molecule/instances/standalone/test_reuse.py molecule/releases/tests
+	@$(PHASE) $@ end
+
+# The container phase for real on this machine's docker engine (molecule/instances/standalone/test_container.py):
+# it uses no mock node, mostly waits on docker and systemd, and runs as the third job of `make test`.
+instances-container: image
+	@$(PHASE) $@ begin
+	$(BIN)/pytest -q -p no:cacheprovider -rP molecule/instances/standalone/test_container.py
 	@$(PHASE) $@ end
 
 ee-check: venv
@@ -245,13 +250,14 @@ role-docs: venv
 	$(PY) tools/serve_flags_doc.py
 
 # Two jobs side by side (ansible-test and pytest each keep about one core busy; each target's output is printed
-# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), then the molecule scenarios alone:
+# whole when it ends), balanced by their minutes in .ci/run (docs/testing.md), with a third that mostly waits (the
+# container phase on this docker engine, instances-container), then the molecule scenarios alone:
 # with the sanity of 2.20 and 2.21 beside them (ci15), the HA scenario's first etcd bootstrap failed on etcdctl
 # answers slower than its 0.5 s deadlines. The second job's docker parts (the stubs over SSH, the smoke runs on the
 # oldest and the newest line) use the mock cluster before molecule does.
 SANITY_STATIC := $(filter-out $(lastword $(OLDER_LINES)),$(OLDER_LINES)) $(NEWER_LINES)
 test: venv docker promtool
-	$(MAKE) -j2 --output-sync=target checks-static checks-python
+	$(MAKE) -j3 --output-sync=target checks-static checks-python instances-container
 	$(MAKE) molecule
 	@echo "make test: all green"
 

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_rollout
 short_description: Drain vLLM instances out of vllm-router, put them back and wait until their peers recover
-version_added: 1.1.0
+version_added: 2.0.0
 description:
   - The three steps of a rolling change around the restart of a batch of instances (C(upgrade.yml)), run from a
     host that reaches the router and every instance.
