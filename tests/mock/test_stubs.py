@@ -90,11 +90,14 @@ class Sim:
     """Fabric files for N simulated nodes in a temp state dir, and helpers to drive stubs and mockctl on them.
     With ``servers`` the stubs answer through the mock nodes' path: client -> per-node stub server."""
 
-    def __init__(self, state_dir: Path, nodes: int = 2, servers: bool = False):
+    def __init__(self, state_dir: Path, nodes: int = 2, servers: bool = False, template: Path = None):
         self.state_dir = state_dir
         self.fabric = state_dir / "fabric"
-        self.mockctl("fabric-init", "--nodes", str(nodes))
-        self.mockctl("latency", "--node", "all", "--ms", "0")  # speed; latency itself has its own test
+        if template is None:
+            self.mockctl("fabric-init", "--nodes", str(nodes))
+            self.mockctl("latency", "--node", "all", "--ms", "0")  # speed; latency itself has its own test
+        else:  # a copy of the state the same two commands wrote once (fabric_template): the same bytes and modes
+            shutil.copytree(template, state_dir, symlinks=True)
         self.servers = StubServers(state_dir / "servers", self.fabric) if servers else None
 
     def mockctl(self, *args, check=True):
@@ -128,9 +131,17 @@ class Sim:
         return json.loads((self.fabric / f"{node}.json").read_text())
 
 
+@pytest.fixture(scope="session")
+def fabric_template(tmp_path_factory):
+    """The state dir of `mockctl fabric-init --nodes 2` and `mockctl latency --node all --ms 0`, run once per session
+    through the CLI; every Sim starts from a copy (two mockctl processes per test cost ~40 s over this file). The
+    fabric files hold no path of their state dir, so a copy is the state those commands would write there."""
+    return Sim(tmp_path_factory.mktemp("fabric-template") / "state").state_dir
+
+
 @pytest.fixture(params=["direct", "server"])
-def sim(tmp_path, request):
-    sim = Sim(tmp_path / "state", servers=request.param == "server")
+def sim(tmp_path, request, fabric_template):
+    sim = Sim(tmp_path / "state", servers=request.param == "server", template=fabric_template)
     yield sim
     if sim.servers:
         sim.servers.stop()
@@ -845,8 +856,8 @@ def test_cluster_ping_over_ssh_before_and_after_fault(tmp_path):
 
 
 # --- SIMULATED Ascend software files, huge pages and glibc (pre-flight checks of the releases) --------------------
-def test_ascend_files_default_and_faults(tmp_path):
-    sim = Sim(tmp_path / "state")
+def test_ascend_files_default_and_faults(tmp_path, fabric_template):
+    sim = Sim(tmp_path / "state", template=fabric_template)
     files = mockctl.render_ascend_files(sim.state("node1"))
     assert "Driver_Install_Path_Param=/usr/local/Ascend\n" in files[mockctl.ASCEND_INSTALL_INFO_IN_NODE]
     assert files[mockctl.DRIVER_VERSION_IN_NODE].startswith(f"Version={mockctl.DEFAULT_DRIVER_VERSION}\n")
@@ -864,8 +875,8 @@ def test_ascend_files_default_and_faults(tmp_path):
     assert mockctl.render_ascend_files(sim.state("node1"))[mockctl.LDD_WRAPPER_IN_NODE] is None
 
 
-def test_hugepages_fault_rewrites_the_meminfo_file_in_place(tmp_path):
-    sim = Sim(tmp_path / "state")
+def test_hugepages_fault_rewrites_the_meminfo_file_in_place(tmp_path, fabric_template):
+    sim = Sim(tmp_path / "state", template=fabric_template)
     path = sim.fabric / "node2.meminfo"
     inode = path.stat().st_ino
     assert path.read_text().split("\n")[0] == Path("/proc/meminfo").read_text().split("\n")[0]
@@ -880,8 +891,8 @@ def test_hugepages_fault_rewrites_the_meminfo_file_in_place(tmp_path):
 
 @pytest.mark.parametrize("check, value", [("driver_version", "latest"), ("glibc", "missing"), ("hugepages", "-1"),
                                           ("cann_version", "9..1")])
-def test_release_fault_bad_values(tmp_path, check, value):
-    sim = Sim(tmp_path / "state")
+def test_release_fault_bad_values(tmp_path, fabric_template, check, value):
+    sim = Sim(tmp_path / "state", template=fabric_template)
     proc = sim.mockctl("fault", "set", "--node", "node1", "--npu", "all", "--check", check, "--value", value,
                        check=False)
     assert proc.returncode != 0 and f"{check} --value must be" in proc.stderr

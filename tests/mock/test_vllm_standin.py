@@ -428,9 +428,10 @@ class Instance:
         conn.close()
         return ttft, events, pieces
 
-    def stop(self):
+    def stop(self, signalled=False):
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if not signalled:
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -481,8 +482,12 @@ def cluster(mc_python, master, workdir, model_dir):
             inst.wait_ready()
         yield instances
     finally:
+        # SIGTERM to all at once: each one's graceful close (the real Mooncake store's) takes seconds
+        running = [inst for inst in instances.values() if inst.proc.poll() is None]
+        for inst in running:
+            inst.proc.send_signal(signal.SIGTERM)
         for inst in instances.values():
-            inst.stop()
+            inst.stop(signalled=inst in running)
 
 
 def test_health_models_version(cluster):
@@ -685,8 +690,8 @@ def test_sigterm_stops_gracefully(cluster):
     ("0.32.0", ["--enable-scale-out"], 200),      # ... unless the gate is opened
 ])
 def test_render_endpoint_as_the_emulated_release_serves_it(mc_python, model_dir, workdir, version, extra, code):
-    inst = Instance(mc_python, model_dir, workdir, "render-%s" % version,
-                    base_env(KVPOOL_SIM_VLLM_VERSION=version, VLLM_API_KEY="sekret"), extra)
+    inst = Instance(mc_python, model_dir, workdir, "render-%s" % version,  # no simulated model loading (1 s)
+                    base_env(KVPOOL_SIM_VLLM_VERSION=version, VLLM_API_KEY="sekret", KVPOOL_SIM_STARTUP_S="0"), extra)
     try:
         inst.wait_ready()
         body = {"model": SERVED, "messages": [{"role": "user", "content": "one two three"}], "max_tokens": 1}
@@ -706,7 +711,7 @@ def test_an_unread_body_does_not_spill_into_the_next_request(mc_python, model_di
     """404 / 401 answered before the body is read: on the same kept-alive connection the next request still parses
     (uvicorn discards the rest of a body; vllm-router 0.1.17 falls back from a 404 render to /tokenize on the same
     connection)."""
-    env = base_env(KVPOOL_SIM_VLLM_VERSION="0.14.1", VLLM_API_KEY="sekret")
+    env = base_env(KVPOOL_SIM_VLLM_VERSION="0.14.1", VLLM_API_KEY="sekret", KVPOOL_SIM_STARTUP_S="0")
     inst = Instance(mc_python, model_dir, workdir, "keepalive", env)
     try:
         inst.wait_ready()

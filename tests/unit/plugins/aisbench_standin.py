@@ -109,7 +109,7 @@ class FakeServer(object):
         self.srv.active = self.srv.max_active = 0
         self.srv.prompts, self.srv.auth = [], []
         self.srv.delay = delay
-        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
         self.url = 'http://127.0.0.1:%d' % self.srv.server_address[1]
 
     def __enter__(self):

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -56,37 +57,70 @@ def planned(tmp_path, group_vars, extra=None, host_vars=None, content=URLS):
     return dict((p.stem, json.loads(p.read_text())) for p in out.glob('*.json'))
 
 
+GROUPS = {'kvpool_benchmark_group': 'bench_nodes', 'kvpool_monitoring_node_group': 'scraped'}
+CLUSTER_ID = "{{ vllm_instance_plan.instances | map(attribute='env') | map(attribute='MC_STORE_CLUSTER_ID', " \
+             "default='(unset)') | list | to_json }}"
+HA_CASES = [
+    ({'kvpool_master_ha': True, 'kvpool_cluster_id': 'pool-a'}, 'pool-a'),
+    # unpinned: derived from the master group's hosts (kvpool_defaults_cluster_id): none here, sha1 of ''
+    ({'kvpool_master_ha': True}, 'kvpool-da39a3ee5e'),
+    ({'kvpool_cluster_id': 'pool-a'}, '(unset)'),             # no HA masters: the clients read no cluster id
+]
+# Every test's plan.yml run, keyed by the test (the arguments of planned()).
+RUNS = {
+    'inventory': dict(group_vars=GROUPS),
+    'extra vars': dict(group_vars={}, extra=GROUPS),
+    'default': dict(group_vars={}),
+    'shared defaults': dict(group_vars={'kvpool_defaults_node_group': 'bench_nodes',
+                                        'kvpool_defaults_instance_port': 9100},
+                            host_vars={'node3': {'kvpool_defaults_instance_port': 9200}}),
+}
+RUNS.update(('cluster id %d' % i, dict(group_vars=group_vars, content=CLUSTER_ID))
+            for i, (group_vars, dummy) in enumerate(HA_CASES))
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    """The ansible-playbook runs of every test, two at a time (each is seconds of one busy process; the tests only
+    read what it planned): {key: planned hosts, or the exception planned() raised, re-raised by its test}."""
+    def one(key):
+        try:
+            return key, planned(tmp_path_factory.mktemp('plan'), **RUNS[key])
+        except Exception as exc:  # pylint: disable=broad-except  # AssertionError of the run: its test fails
+            return key, exc
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, RUNS))
+
+
+def outcome(runs, key):
+    if isinstance(runs[key], Exception):
+        raise runs[key]
+    return runs[key]
+
+
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
 @pytest.mark.parametrize('where', ['inventory', 'extra vars'])
-def test_the_benchmark_and_monitoring_groups_are_planned_wherever_they_are_set(tmp_path, where):
-    groups = {'kvpool_benchmark_group': 'bench_nodes', 'kvpool_monitoring_node_group': 'scraped'}
-    hosts = planned(tmp_path, groups if where == 'inventory' else {}, groups if where == 'extra vars' else None)
+def test_the_benchmark_and_monitoring_groups_are_planned_wherever_they_are_set(runs, where):
+    hosts = outcome(runs, where)
     # prom and node5 are in no group a reader takes instances from
     assert hosts == dict(('node%d' % i, ['http://10.0.0.%d:8002' % i]) for i in (1, 2, 3, 4))
 
 
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
-def test_by_default_only_the_node_group_is_planned(tmp_path):
-    assert sorted(planned(tmp_path, {})) == ['node1', 'node2']
+def test_by_default_only_the_node_group_is_planned(runs):
+    assert sorted(outcome(runs, 'default')) == ['node1', 'node2']
 
 
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
-def test_shared_defaults_set_in_group_vars_or_host_vars_take_effect(tmp_path):
+def test_shared_defaults_set_in_group_vars_or_host_vars_take_effect(runs):
     # The plays load role kvpool_defaults (role-default precedence), so the inventory's values win over its own.
-    hosts = planned(tmp_path, {'kvpool_defaults_node_group': 'bench_nodes', 'kvpool_defaults_instance_port': 9100},
-                    host_vars={'node3': {'kvpool_defaults_instance_port': 9200}})
+    hosts = outcome(runs, 'shared defaults')
     assert hosts == {'node2': ['http://10.0.0.2:9100'], 'node3': ['http://10.0.0.3:9200']}
 
 
 @pytest.mark.skipif(not PLAYBOOK.exists(), reason='ansible-playbook not next to this Python')
-@pytest.mark.parametrize('group_vars, cluster_id', [
-    ({'kvpool_master_ha': True, 'kvpool_cluster_id': 'pool-a'}, 'pool-a'),
-    # unpinned: derived from the master group's hosts (kvpool_defaults_cluster_id): none here, sha1 of ''
-    ({'kvpool_master_ha': True}, 'kvpool-da39a3ee5e'),
-    ({'kvpool_cluster_id': 'pool-a'}, '(unset)'),             # no HA masters: the clients read no cluster id
-])
-def test_the_instances_get_the_pools_cluster_id_with_ha_masters_only(tmp_path, group_vars, cluster_id):
-    content = "{{ vllm_instance_plan.instances | map(attribute='env') | map(attribute='MC_STORE_CLUSTER_ID', " \
-              "default='(unset)') | list | to_json }}"
-    hosts = planned(tmp_path, group_vars, content=content)
+@pytest.mark.parametrize('case', range(len(HA_CASES)), ids=[c[1] for c in HA_CASES])
+def test_the_instances_get_the_pools_cluster_id_with_ha_masters_only(runs, case):
+    cluster_id = HA_CASES[case][1]
+    hosts = outcome(runs, 'cluster id %d' % case)
     assert hosts == {'node1': [cluster_id], 'node2': [cluster_id]}

@@ -192,7 +192,7 @@ def server():
     srv.lock = threading.Lock()
     srv.active = srv.max_active = srv.requests = 0
     srv.times = {}
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
     thread.start()
     yield srv, 'http://127.0.0.1:%d' % srv.server_address[1]
     srv.shutdown()

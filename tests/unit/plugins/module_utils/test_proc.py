@@ -118,7 +118,7 @@ def _http_server(status):
             pass
 
     srv = HTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
     return srv
 
 
@@ -147,7 +147,7 @@ def test_http_status_sends_extra_headers():
             pass
 
     srv = HTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
     url = 'http://127.0.0.1:%d/v1/models' % srv.server_address[1]
     try:
         assert _proc.http_status(url)[0] == 401
@@ -187,7 +187,7 @@ def test_a_redirect_is_not_followed_and_the_key_goes_nowhere_else():
 
     redirect = HTTPServer(('127.0.0.1', 0), Redirect)
     for srv in (target, redirect):
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        threading.Thread(target=srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
     try:
         status, body = _proc.http_status('http://127.0.0.1:%d/v1/models' % redirect.server_address[1],
                                          headers={'Authorization': 'Bearer k1'})

@@ -61,7 +61,7 @@ class Server(object):
             def log_message(self, *args):
                 pass
         self.srv = ThreadingHTTPServer(('127.0.0.1', self.port), H)
-        thread = threading.Thread(target=self.srv.serve_forever)
+        thread = threading.Thread(target=self.srv.serve_forever, kwargs={'poll_interval': 0.05})
         thread.daemon = True
         thread.start()
         outer.handler = handler

@@ -50,7 +50,7 @@ class FakeEtcd(object):
             def log_message(self, *args):
                 pass
         self.srv = ThreadingHTTPServer(('127.0.0.1', self.port), H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        threading.Thread(target=self.srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
 
     def _keys(self, body):
         key = base64.b64decode(body['key']).decode()
@@ -228,7 +228,7 @@ class FakeMasterAdmin(object):
             def log_message(self, *args):
                 pass
         self.srv = ThreadingHTTPServer(('127.0.0.1', self.port), H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        threading.Thread(target=self.srv.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
 
     def close(self):
         self.srv.shutdown()

@@ -184,7 +184,7 @@ class LeaderEtcd(object):
                 pass
         self.srv = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.address = 'etcd://127.0.0.1:%d' % self.srv.server_address[1]
-        thread = threading.Thread(target=self.srv.serve_forever)
+        thread = threading.Thread(target=self.srv.serve_forever, kwargs={'poll_interval': 0.05})
         thread.daemon = True
         thread.start()
 

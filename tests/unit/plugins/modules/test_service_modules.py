@@ -64,7 +64,7 @@ def stand_in(manager):
     def start():
         if state['srv'] is None:
             state['srv'] = ThreadingHTTPServer(('127.0.0.1', state['port']), H)
-            thread = threading.Thread(target=state['srv'].serve_forever)
+            thread = threading.Thread(target=state['srv'].serve_forever, kwargs={'poll_interval': 0.05})
             thread.daemon = True
             thread.start()
     manager.on_start = start
