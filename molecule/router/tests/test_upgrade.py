@@ -192,3 +192,27 @@ def test_what_a_restart_of_one_instance_costs_the_other_with_and_without_the_dra
               % (how, before['p50'], before['p90'], before['sent'], during['p50'], during['p90'], during['sent'],
                  during['failed'], after['p50'], after['p90'], after['sent'], failed))
     assert rows[1][4] == 0, 'the drained restart failed requests'
+
+
+def test_a_change_of_the_master_or_of_mooncake_json_is_refused_before_anything_changes():
+    pids = dict((n, lib.instance_pids(n)) for n in WORKERS)
+    run = play('upgrade.yml', extra_vars=dict(NEW, mooncake_master_client_ttl=30,
+                                              mooncake_config_global_segment_size='2GB'))
+    assert run.rc != 0
+    text = ' '.join(run.stdout.split())
+    testlib.assert_names(text, 'the master on node1', 'mooncake.json on node1', 'mooncake.json on node2',
+                         'site.yml -i <inventory> --tags master,mooncake_config,instances')
+    assert dict((n, lib.instance_pids(n)) for n in WORKERS) == pids and listed() == set(WORKERS.values())
+    rc, out = lib.sh(lib.NODES['node1'], 'grep -c client_ttl /etc/systemd/system/kvpool-mooncake-master.service')
+    assert out.strip() == '0', out  # the master's unit was not written
+
+
+def test_preflight_names_the_release_change_and_the_cold_pool():
+    """The version chain (pre-flight check 'upgrade') reads the release each instance runs (GET /version): declaring
+    another one is a warning that the pool will be cold, on every node, before anything changes."""
+    run = play('preflight.yml', extra_vars=OLD)
+    assert run.rc == 0, run.stdout[-4000:]
+    text = ' '.join(run.stdout.split())
+    for node in WORKERS:
+        testlib.assert_names(text, 'WARNING %s upgrade' % node, 'runs vLLM 0.23.0', 'downgrade',
+                             'the pool will be cold', 'upgrade.yml')
