@@ -227,7 +227,9 @@ def test_ttft_agrees_with_a_known_server_delay(server, api):
     for (delay, gap), (error, res, waited) in sorted(best.items()):
         assert error < 10.0, (res, waited)
         assert res['tpot_ms'] >= gap - 4.0, (res, waited)  # a late first chunk (a busy client) shortens the span
-        assert res['ttft_ms'] - delay < 25.0, (res['ttft_ms'], delay)  # and near the nominal delay
+        # Not asserted: the TTFT near the NOMINAL delay. That judges the test server's sleep, not the client (a
+        # rehearsal with three make jobs saw the server oversleep a 60 ms delay by 37 ms while the client agreed
+        # with what the server really waited); the server's own record, above, is the reference.
         assert abs(res['tpot_ms'] - (waited['done_ms'] - waited['first_ms']) / 5) < 4.0, (res, waited)
     assert srv.requests in (3, 6, 9, 12, 15, 18)  # 3 cases a try
 
